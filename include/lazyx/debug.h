@@ -1,0 +1,28 @@
+// Inspection and backend control.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "lazyx/tensor.h"
+
+namespace lazyx {
+
+// The pending graph behind `tensors`, as text (like torch_xla's _get_xla_tensors_text) or DOT.
+std::string graph_text(const std::vector<Tensor>& tensors);
+std::string graph_dot(const std::vector<Tensor>& tensors);
+
+// The active backend, chosen by LAZYX_BACKEND at first use. Switching requires that no tensor
+// holds a buffer of the old one.
+std::string backend_name();
+std::vector<std::string> backend_names();
+void set_backend(const std::string& name);
+// Simulates losing the device: while dead, work that needs it raises lazyx::Error and leaves
+// every tensor as it was.
+void set_backend_alive(bool alive);
+
+// Number of programs in the compilation cache.
+int64_t program_cache_size();
+void clear_program_cache();
+
+}  // namespace lazyx

@@ -1,0 +1,11 @@
+// lazyx: a lazy tensor engine. Include this header for the whole public API.
+#pragma once
+
+#include "lazyx/debug.h"
+#include "lazyx/dtype.h"
+#include "lazyx/error.h"
+#include "lazyx/memory.h"
+#include "lazyx/metrics.h"
+#include "lazyx/ops.h"
+#include "lazyx/step.h"
+#include "lazyx/tensor.h"

@@ -1,0 +1,30 @@
+// Counters and value metrics under PyTorch/XLA's names (CachedCompile, InputOutputAliasCount...).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace lazyx::metrics {
+
+struct MetricData {
+  int64_t total_samples = 0;
+  double accumulator = 0;
+  std::vector<double> samples;  // the most recent samples, oldest first
+};
+
+std::optional<int64_t> counter_value(const std::string& name);
+std::optional<MetricData> metric_data(const std::string& name);
+std::vector<std::string> counter_names();
+std::vector<std::string> metric_names();
+void clear_counters();
+void clear_metrics();
+void clear_all();
+std::string metrics_report();
+
+// For the engine and the bridge.
+void add_counter(const std::string& name, int64_t delta = 1);
+void add_sample(const std::string& name, double value);
+
+}  // namespace lazyx::metrics

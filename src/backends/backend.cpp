@@ -1,0 +1,109 @@
+#include "backends/backend.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <map>
+
+#include "ir/shape_infer.h"
+#include "lazyx/debug.h"
+#include "lazyx/error.h"
+#include "tensor/tensor_impl.h"
+
+namespace lazyx::backend {
+
+runtime::BufferPtr Backend::allocate(size_t bytes) { return std::make_shared<runtime::Buffer>(bytes); }
+
+void Backend::upload(runtime::Buffer& dst, const void* src, size_t bytes) {
+  if (bytes) std::memcpy(dst.data(), src, bytes);
+  dst.bump_version();
+}
+
+void Backend::download(const runtime::Buffer& src, void* dst, size_t bytes) {
+  if (bytes) std::memcpy(dst, src.data(), bytes);
+}
+
+namespace {
+
+using Factory = std::function<std::unique_ptr<Backend>()>;
+
+const std::map<std::string, Factory>& factories() {
+  static const std::map<std::string, Factory> f = {
+      {"reference", [] { return make_reference_backend(); }},
+  };
+  return f;
+}
+
+std::unique_ptr<Backend>& active_slot() {
+  static std::unique_ptr<Backend>* b = new std::unique_ptr<Backend>();
+  return *b;
+}
+
+std::unique_ptr<Backend> create(const std::string& name) {
+  auto it = factories().find(name);
+  if (it == factories().end()) {
+    std::string known;
+    for (const auto& [k, v] : factories()) known += (known.empty() ? "" : ", ") + k;
+    throw Error("[backend] unknown backend '" + name + "'. Known backends: " + known +
+                ". Set LAZYX_BACKEND to one of them.");
+  }
+  return it->second();
+}
+
+Backend& ensure() {
+  auto& slot = active_slot();
+  if (!slot) {
+    const char* env = std::getenv("LAZYX_BACKEND");
+    slot = create(env && *env ? env : "reference");
+  }
+  return *slot;
+}
+
+}  // namespace
+
+Backend& active_backend(const char* op) {
+  Backend& b = ensure();
+  if (!b.alive()) {
+    ir::fail(op, "backend '" + b.name() +
+                     "' is dead (set_backend_alive(false)); nothing was run and every tensor is "
+                     "as it was. Revive it or choose another backend with set_backend().");
+  }
+  return b;
+}
+
+}  // namespace lazyx::backend
+
+namespace lazyx {
+
+std::string backend_name() {
+  EngineLock lock(engine_mutex());
+  return backend::ensure().name();
+}
+
+std::vector<std::string> backend_names() {
+  std::vector<std::string> r;
+  for (const auto& [k, v] : backend::factories()) r.push_back(k);
+  return r;
+}
+
+void clear_program_cache();
+
+void set_backend(const std::string& name) {
+  EngineLock lock(engine_mutex());
+  auto& slot = backend::active_slot();
+  if (slot && slot->name() == name) {
+    slot->set_alive(true);
+    return;
+  }
+  auto b = backend::create(name);
+  // Buffers are host memory on every backend we have, so live tensors carry over; programs
+  // do not, and the cache key includes the backend anyway.
+  slot = std::move(b);
+}
+
+void set_backend_alive(bool alive) {
+  EngineLock lock(engine_mutex());
+  backend::ensure().set_alive(alive);
+}
+
+}  // namespace lazyx

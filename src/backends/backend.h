@@ -1,0 +1,73 @@
+// The backend interface: memory, and compiling and running lowered graphs with donation.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ir/node.h"
+#include "runtime/buffer.h"
+
+namespace lazyx::backend {
+
+// One instruction of a lowered graph. It holds no buffers, so cached programs keep no memory.
+struct Instr {
+  ir::Op op;
+  Dtype dtype;
+  Shape shape;
+  ir::Attrs attrs;
+  std::vector<int32_t> inputs;  // instruction indices
+  int32_t slot = -1;            // parameter or scalar slot
+};
+
+struct LoweredGraph {
+  std::vector<Instr> instrs;         // in topological order
+  std::vector<int32_t> outputs;      // instruction of each program output
+  std::vector<int32_t> param_instr;  // instruction of each parameter slot
+  int32_t num_scalars = 0;
+  std::vector<int32_t> donation;     // per parameter: the output written into its buffer, or -1
+};
+
+struct ScalarValue {
+  double f;
+  int64_t i;
+};
+
+class Program {
+ public:
+  virtual ~Program() = default;
+};
+
+struct ExecArgs {
+  std::vector<runtime::Buffer*> params;
+  std::vector<ScalarValue> scalars;
+  // One per output. Donated outputs arrive holding their parameter's buffer; the backend
+  // allocates the rest.
+  std::vector<runtime::BufferPtr>* outputs = nullptr;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  virtual runtime::BufferPtr allocate(size_t bytes);
+  virtual void upload(runtime::Buffer& dst, const void* src, size_t bytes);
+  virtual void download(const runtime::Buffer& src, void* dst, size_t bytes);
+  // Raises lazyx::Error naming the op it cannot compile.
+  virtual std::unique_ptr<Program> compile(const LoweredGraph& graph) = 0;
+  // Raises lazyx::Error on a bad run-time value (an index out of range). Then no donated buffer
+  // has been written yet, so the caller's state is unchanged.
+  virtual void execute(Program& program, const ExecArgs& args) = 0;
+
+  bool alive() const { return alive_; }
+  void set_alive(bool a) { alive_ = a; }
+
+ private:
+  bool alive_ = true;
+};
+
+// The active backend; raises if it is dead. `op` names the caller in the error.
+Backend& active_backend(const char* op);
+std::unique_ptr<Backend> make_reference_backend();
+
+}  // namespace lazyx::backend

@@ -1,0 +1,37 @@
+// The reference interpreter's kernels: plain loops over contiguous values, one op at a time.
+#pragma once
+
+#include <vector>
+
+#include "backends/backend.h"
+
+namespace lazyx::reference {
+
+// A contiguous value of an instruction.
+struct Val {
+  char* data = nullptr;
+  Dtype dtype = kFloat32;
+  Shape shape;
+  int64_t numel() const { return ir::shape_numel(shape); }
+};
+
+// One element, converted.
+double get_f(const Val& v, int64_t i);
+int64_t get_i(const Val& v, int64_t i);
+void set_f(const Val& v, int64_t i, double x);
+void set_i(const Val& v, int64_t i, int64_t x);
+
+// Whether values of `d` compute in double (floating) or int64 (integral and bool).
+inline bool float_domain(Dtype d) { return is_floating(d); }
+
+void run_elementwise(const backend::Instr& in, const std::vector<const Val*>& args, const Val& out);
+void run_as_strided(const backend::Instr& in, const Val& src, const Val& out);
+void run_as_strided_scatter(const backend::Instr& in, const Val& base, const Val& src,
+                            const Val& out);
+void run_reduce(const backend::Instr& in, const Val& src, const Val& out);
+void run_softmax(const backend::Instr& in, const Val& src, const Val& out);
+void run_matmul(const backend::Instr& in, const Val& a, const Val& b, const Val& out);
+void run_cat(const backend::Instr& in, const std::vector<const Val*>& args, const Val& out);
+void run_index(const backend::Instr& in, const std::vector<const Val*>& args, const Val& out);
+
+}  // namespace lazyx::reference

@@ -1,0 +1,185 @@
+// The reference backend: interprets a lowered graph one instruction at a time. It is the oracle
+// for every other backend, and it honours donation physically (rules 5 and 6).
+#include <algorithm>
+#include <cstring>
+
+#include "backends/backend.h"
+#include "backends/reference/kernels.h"
+#include "ir/shape_infer.h"
+#include "lazyx/error.h"
+
+namespace lazyx::reference {
+
+using backend::Instr;
+using backend::LoweredGraph;
+using ir::Op;
+
+namespace {
+
+class RefProgram : public backend::Program {
+ public:
+  LoweredGraph g;
+  std::vector<int32_t> schedule;
+  std::vector<int32_t> uses;            // operand reads of each instruction
+  std::vector<int32_t> output_of;       // instruction -> output index, or -1
+  std::vector<int32_t> donor_of_output; // output -> donated parameter slot, or -1
+  int32_t num_failing = 0;
+};
+
+// Post-order from the outputs, non-donated outputs first, so that the other readers of a donated
+// buffer tend to run before the instruction that overwrites it.
+std::vector<int32_t> make_schedule(const LoweredGraph& g, const std::vector<int32_t>& donor) {
+  std::vector<int32_t> roots;
+  for (size_t o = 0; o < g.outputs.size(); ++o) if (donor[o] < 0) roots.push_back(g.outputs[o]);
+  for (size_t o = 0; o < g.outputs.size(); ++o) if (donor[o] >= 0) roots.push_back(g.outputs[o]);
+  std::vector<char> seen(g.instrs.size(), 0);
+  std::vector<int32_t> order;
+  std::vector<std::pair<int32_t, size_t>> stack;
+  for (int32_t r : roots) {
+    if (seen[r]) continue;
+    seen[r] = 1;
+    stack.emplace_back(r, 0);
+    while (!stack.empty()) {
+      auto& [i, next] = stack.back();
+      const Instr& in = g.instrs[i];
+      if (next < in.inputs.size()) {
+        int32_t c = in.inputs[next++];
+        if (!seen[c]) {
+          seen[c] = 1;
+          stack.emplace_back(c, 0);
+        }
+        continue;
+      }
+      order.push_back(i);
+      stack.pop_back();
+    }
+  }
+  return order;
+}
+
+class ReferenceBackend : public backend::Backend {
+ public:
+  std::string name() const override { return "reference"; }
+
+  std::unique_ptr<backend::Program> compile(const LoweredGraph& g) override {
+    auto p = std::make_unique<RefProgram>();
+    p->g = g;
+    p->output_of.assign(g.instrs.size(), -1);
+    for (size_t o = 0; o < g.outputs.size(); ++o) {
+      if (p->output_of[g.outputs[o]] < 0) p->output_of[g.outputs[o]] = static_cast<int32_t>(o);
+    }
+    p->donor_of_output.assign(g.outputs.size(), -1);
+    for (size_t s = 0; s < g.donation.size(); ++s) {
+      if (g.donation[s] >= 0) p->donor_of_output[g.donation[s]] = static_cast<int32_t>(s);
+    }
+    p->schedule = make_schedule(g, p->donor_of_output);
+    p->uses.assign(g.instrs.size(), 0);
+    for (int32_t i : p->schedule) {
+      for (int32_t c : g.instrs[i].inputs) p->uses[c]++;
+      if (ir::op_info(g.instrs[i].op).can_fail) p->num_failing++;
+    }
+    return p;
+  }
+
+  void execute(backend::Program& prog, const backend::ExecArgs& args) override {
+    auto& p = static_cast<RefProgram&>(prog);
+    const LoweredGraph& g = p.g;
+    std::vector<Val> vals(g.instrs.size());
+    std::vector<runtime::BufferPtr> owner(g.instrs.size());
+    std::vector<int32_t> remaining = p.uses;
+    std::vector<int64_t> scalar_store(g.instrs.size() * 1, 0);
+    std::vector<std::pair<int32_t, runtime::BufferPtr>> deferred;  // output, temp
+    int32_t failing_left = p.num_failing;
+    auto& outputs = *args.outputs;
+
+    for (int32_t i : p.schedule) {
+      const Instr& in = g.instrs[i];
+      Val& v = vals[i];
+      v.dtype = in.dtype;
+      v.shape = in.shape;
+      if (in.op == Op::Parameter) {
+        v.data = static_cast<char*>(args.params[in.slot]->data());
+      } else if (in.op == Op::Scalar) {
+        v.data = reinterpret_cast<char*>(&scalar_store[i]);
+        const auto& s = args.scalars[in.slot];
+        if (is_floating(in.dtype)) set_f(v, 0, s.f); else set_i(v, 0, s.i);
+      }
+      int32_t out = p.output_of[i];
+      bool leaf = in.op == Op::Parameter || in.op == Op::Scalar;
+      if (leaf && out < 0) continue;
+
+      // Where this instruction writes.
+      size_t bytes = static_cast<size_t>(ir::shape_numel(in.shape)) * dtype_size(in.dtype);
+      Val dst{nullptr, in.dtype, in.shape};
+      if (out >= 0 && p.donor_of_output[out] >= 0) {
+        int32_t pi = g.param_instr[p.donor_of_output[out]];
+        int32_t self_reads = static_cast<int32_t>(std::count(in.inputs.begin(), in.inputs.end(), pi));
+        const ir::OpInfo& info = ir::op_info(in.op);
+        bool self_ok = self_reads == 0 ||
+                       (info.elementwise_inplace_ok && g.instrs[pi].shape == in.shape &&
+                        g.instrs[pi].dtype == in.dtype) ||
+                       (info.updates_operand0 && self_reads == 1 && in.inputs[0] == pi);
+        bool others_pending = remaining[pi] - self_reads > 0;
+        bool checks_done = failing_left - (info.can_fail ? 1 : 0) == 0;
+        if (self_ok && !others_pending && checks_done && !leaf) {
+          dst.data = static_cast<char*>(outputs[out]->data());
+        } else {
+          // Rule 6: the old value is still needed, so write a temporary and copy at the end.
+          runtime::BufferPtr t = allocate(bytes);
+          deferred.emplace_back(out, t);
+          owner[i] = t;
+          dst.data = static_cast<char*>(t->data());
+        }
+      } else {
+        runtime::BufferPtr b = allocate(bytes);
+        if (out >= 0) outputs[out] = b;
+        owner[i] = b;
+        dst.data = static_cast<char*>(b->data());
+      }
+
+      if (leaf) {
+        std::memcpy(dst.data, v.data, bytes);
+      } else {
+        std::vector<const Val*> ops;
+        for (int32_t c : in.inputs) ops.push_back(&vals[c]);
+        run(in, ops, dst);
+      }
+      v.data = dst.data;
+      if (ir::op_info(in.op).can_fail) failing_left--;
+      for (int32_t c : in.inputs) {
+        if (--remaining[c] == 0 && p.output_of[c] < 0) owner[c].reset();
+      }
+    }
+    for (auto& [out, tmp] : deferred) {
+      std::memcpy(outputs[out]->data(), tmp->data(), tmp->bytes());
+    }
+  }
+
+ private:
+  static void run(const Instr& in, const std::vector<const Val*>& a, const Val& out) {
+    switch (ir::op_info(in.op).family) {
+      case ir::OpFamily::Elementwise: run_elementwise(in, a, out); return;
+      case ir::OpFamily::Reduce: run_reduce(in, *a[0], out); return;
+      default: break;
+    }
+    switch (in.op) {
+      case Op::Softmax:
+      case Op::LogSoftmax: run_softmax(in, *a[0], out); return;
+      case Op::Matmul: run_matmul(in, *a[0], *a[1], out); return;
+      case Op::AsStrided: run_as_strided(in, *a[0], out); return;
+      case Op::AsStridedScatter: run_as_strided_scatter(in, *a[0], *a[1], out); return;
+      case Op::Cat: run_cat(in, a, out); return;
+      default: run_index(in, a, out); return;
+    }
+  }
+};
+
+}  // namespace
+
+}  // namespace lazyx::reference
+
+namespace lazyx::backend {
+std::unique_ptr<Backend> make_reference_backend() {
+  return std::make_unique<reference::ReferenceBackend>();
+}
+}  // namespace lazyx::backend

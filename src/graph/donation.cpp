@@ -1,0 +1,148 @@
+// Which parameter buffers a program may overwrite (ALIASING.md, rules 1-3), and why not.
+#include <algorithm>
+#include <unordered_set>
+
+#include "graph/executor.h"
+#include "ir/shape_infer.h"
+
+namespace lazyx::graph {
+
+namespace {
+
+// Whether a pending graph outside this sync still reads `b` (partial syncs only).
+bool read_elsewhere(runtime::Buffer* b, const std::vector<Storage*>& targets) {
+  std::unordered_set<const ir::Node*> seen;
+  std::vector<const ir::Node*> stack;
+  for (Storage* s = Storage::first_live(); s; s = s->next_live()) {
+    if (!s->pending()) continue;
+    if (std::find(targets.begin(), targets.end(), s) != targets.end()) continue;
+    stack.push_back(s->pending_node().get());
+    while (!stack.empty()) {
+      const ir::Node* n = stack.back();
+      stack.pop_back();
+      if (!seen.insert(n).second) continue;
+      if (n->op() == ir::Op::Parameter && n->buffer().get() == b) return true;
+      for (const auto& o : n->operands()) stack.push_back(o.get());
+    }
+  }
+  return false;
+}
+
+std::string storage_name(const Storage* s) { return "tensor " + std::to_string(s->id()); }
+
+}  // namespace
+
+DonationPlan decide_donation(const DonationInput& in) {
+  DonationPlan plan;
+  plan.donation.assign(in.params.size(), -1);
+  std::vector<bool> output_taken(in.output_bytes.size(), false);
+  for (size_t p = 0; p < in.params.size(); ++p) {
+    runtime::Buffer* b = in.params[p];
+    ParamReport r;
+    r.buffer_id = b->id();
+    r.bytes = static_cast<int64_t>(b->bytes());
+
+    // Who holds b now, and which of them this program rewrites.
+    std::vector<size_t> rewritten;  // target indices whose alias source is b
+    const Storage* passthrough = nullptr;
+    const Storage* flagged = nullptr;
+    for (size_t t = 0; t < in.targets.size(); ++t) {
+      if (in.target_passthrough[t] == b) passthrough = in.targets[t];
+      if (in.targets[t]->data().get() == b && in.target_output[t] >= 0) rewritten.push_back(t);
+    }
+    const Storage* holder = nullptr;  // some storage holding b, for the report
+    for (Storage* s = Storage::first_live(); s; s = s->next_live()) {
+      if (s->data().get() != b) continue;
+      if (!holder) holder = s;
+      if (s->donate_flag()) flagged = s;
+    }
+    if (holder) {
+      r.shape = holder->shape();
+      r.dtype = holder->dtype();
+    }
+    int holders = b->holders();
+    int rewritten_n = static_cast<int>(rewritten.size());
+    bool flagged_rewritten =
+        flagged && std::any_of(rewritten.begin(), rewritten.end(),
+                               [&](size_t t) { return in.targets[t] == flagged; });
+    // Holders that still need b after the program: neither rewritten nor giving it away.
+    int others_kept = holders - rewritten_n - (flagged && !flagged_rewritten ? 1 : 0);
+
+    auto keep = [&](AliasReason why, std::string detail) {
+      r.reason = why;
+      r.detail = std::move(detail);
+    };
+    auto donate = [&](int32_t out, AliasReason why, std::string detail) {
+      plan.donation[p] = out;
+      output_taken[out] = true;
+      r.donated = true;
+      r.output_index = out;
+      r.output_tensor_id = in.output_tensor[out];
+      r.reason = why;
+      r.detail = std::move(detail);
+    };
+
+    if (b->pinned()) {
+      keep(AliasReason::CachedConstant, "owned by the constant cache (scalar_tensor)");
+    } else if (passthrough) {
+      keep(AliasReason::Shared, storage_name(passthrough) + " takes this buffer as its value");
+    } else if (flagged && others_kept == 0) {
+      // User-requested donation (rule 3): to the flagged tensor's own output if it has one,
+      // else to the first free output of the same byte size.
+      if (in.kind != SyncKind::MarkStep && read_elsewhere(b, in.targets)) {
+        keep(AliasReason::ReadElsewhere, "a pending tensor outside this sync still reads it");
+      } else {
+        int32_t out = -1;
+        for (size_t t : rewritten) {
+          int32_t o = in.target_output[t];
+          if (!output_taken[o] && in.output_bytes[o] == b->bytes()) out = o;
+        }
+        for (size_t o = 0; out < 0 && o < in.output_bytes.size(); ++o) {
+          if (!output_taken[o] && in.output_bytes[o] == b->bytes()) out = static_cast<int32_t>(o);
+        }
+        if (out >= 0) {
+          donate(out, AliasReason::UserRequested,
+                 "set_buffer_donation on " + storage_name(flagged) + "; reused by output " +
+                     std::to_string(out) + " (tensor " + std::to_string(in.output_tensor[out]) + ")");
+          if (!flagged_rewritten) plan.user_donated.push_back(const_cast<Storage*>(flagged));
+        } else {
+          keep(AliasReason::NoMatchingOutput,
+               "donation requested, but no free output has " + std::to_string(b->bytes()) + " bytes");
+        }
+      }
+    } else if (rewritten_n == 0) {
+      keep(AliasReason::NotUpdated,
+           holder ? storage_name(holder) + " holds it and this sync does not rewrite it"
+                  : "read by the graph only; no tensor is rewritten from it");
+    } else if (holders > rewritten_n) {
+      keep(AliasReason::Shared, "also the value of a tensor this sync does not rewrite (" +
+                                    std::to_string(holders - rewritten_n) + " other holder(s))");
+    } else if (in.kind != SyncKind::MarkStep) {
+      keep(AliasReason::PartialSync, "partial syncs never donate on their own (rule 2)");
+    } else if (!in.aliasing_enabled) {
+      keep(AliasReason::Disabled, "LAZYX_ENABLE_PARAM_ALIASING=0");
+    } else {
+      // Rule 1a: the alias source of a rewritten tensor. Rule 1d: same bytes and dtype.
+      int32_t out = -1;
+      for (size_t t : rewritten) {
+        int32_t o = in.target_output[t];
+        if (!output_taken[o] && in.output_bytes[o] == b->bytes() &&
+            in.output_dtype[o] == in.targets[t]->dtype()) {
+          out = o;
+          break;
+        }
+      }
+      if (out >= 0) {
+        donate(out, AliasReason::InPlaceUpdate,
+               "alias source of tensor " + std::to_string(in.output_tensor[out]) +
+                   ", updated in place; output " + std::to_string(out) + " reuses it");
+      } else {
+        keep(AliasReason::NoMatchingOutput, "its tensor's output already reuses another buffer");
+      }
+    }
+    plan.reports.push_back(std::move(r));
+  }
+  return plan;
+}
+
+}  // namespace lazyx::graph

@@ -1,0 +1,327 @@
+// sync and mark_step: collect pending storages, lower their graph, donate, compile or reuse,
+// execute, and hand the outputs back to the storages.
+#include "graph/executor.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <unordered_map>
+
+#include "backends/backend.h"
+#include "graph/program.h"
+#include "ir/shape_infer.h"
+#include "lazyx/error.h"
+#include "lazyx/metrics.h"
+
+namespace lazyx::graph {
+
+namespace {
+
+uint64_t walk_epoch_counter = 0;
+int64_t sync_counter = 0;
+StepReport last_report;
+
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+const char* kind_name(SyncKind k) {
+  switch (k) {
+    case SyncKind::MarkStep: return "mark_step";
+    case SyncKind::Sync: return "sync";
+    case SyncKind::Read: return "read";
+  }
+  return "?";
+}
+
+// The program's view of the pending graph: instruction order, parameters, scalars, outputs.
+struct Walk {
+  std::vector<const ir::Node*> order;            // one per instruction
+  std::vector<int32_t> param_instr;              // per parameter slot
+  std::vector<runtime::Buffer*> params;          // per parameter slot
+  std::vector<const ir::Node*> scalars;          // per scalar slot
+  std::vector<int32_t> slot;                     // per instruction
+  std::vector<const ir::Node*> outputs;          // unique output roots
+  std::vector<int32_t> output_instr;
+  uint64_t structure_hash = 0;
+};
+
+// Post-order over `roots`, sharing nodes (a DAG) and deduplicating parameters by buffer.
+void walk(const char* op, Walk& w) {
+  uint64_t epoch = ++walk_epoch_counter;
+  std::unordered_map<runtime::Buffer*, int32_t> param_of_buffer;
+  std::vector<std::pair<const ir::Node*, size_t>> stack;
+  uint64_t h = 0x6c617a7978ull;
+  auto post = [&](const ir::Node* n) {
+    if (n->op() == ir::Op::Parameter) {
+      runtime::Buffer* b = n->buffer().get();
+      if (n->buffer_version() != b->version()) {
+        ir::fail(op, "internal: buffer " + std::to_string(b->id()) +
+                         " was overwritten while a pending graph still read it (a donation "
+                         "bug). Please report it with LAZYX_DEBUG=1 output.");
+      }
+      auto it = param_of_buffer.find(b);
+      if (it != param_of_buffer.end()) {
+        n->walk_index = it->second;
+        return;
+      }
+      int32_t idx = static_cast<int32_t>(w.order.size());
+      param_of_buffer.emplace(b, idx);
+      n->walk_index = idx;
+      w.order.push_back(n);
+      w.slot.push_back(static_cast<int32_t>(w.params.size()));
+      w.param_instr.push_back(idx);
+      w.params.push_back(b);
+      h = ir::hash_combine(h, n->hash());
+      return;
+    }
+    int32_t idx = static_cast<int32_t>(w.order.size());
+    n->walk_index = idx;
+    w.order.push_back(n);
+    if (n->op() == ir::Op::Scalar) {
+      w.slot.push_back(static_cast<int32_t>(w.scalars.size()));
+      w.scalars.push_back(n);
+    } else {
+      w.slot.push_back(-1);
+    }
+    h = ir::hash_combine(h, n->hash());
+    for (const auto& o : n->operands()) h = ir::hash_combine(h, static_cast<uint64_t>(o->walk_index));
+  };
+  for (const ir::Node* root : w.outputs) {
+    if (root->walk_epoch == epoch) continue;
+    root->walk_epoch = epoch;
+    stack.emplace_back(root, 0);
+    while (!stack.empty()) {
+      auto& [n, next] = stack.back();
+      if (next < n->operands().size()) {
+        const ir::Node* c = n->operands()[next++].get();
+        if (c->walk_epoch != epoch) {
+          c->walk_epoch = epoch;
+          stack.emplace_back(c, 0);
+        }
+        continue;
+      }
+      const ir::Node* done = n;
+      stack.pop_back();
+      post(done);
+    }
+  }
+  for (const ir::Node* root : w.outputs) {
+    w.output_instr.push_back(root->walk_index);
+    h = ir::hash_combine(h, static_cast<uint64_t>(root->walk_index));
+  }
+  w.structure_hash = h;
+}
+
+backend::LoweredGraph lower(const Walk& w, const std::vector<int32_t>& donation) {
+  backend::LoweredGraph g;
+  g.instrs.reserve(w.order.size());
+  for (size_t i = 0; i < w.order.size(); ++i) {
+    const ir::Node* n = w.order[i];
+    backend::Instr in{n->op(), n->dtype(), n->shape(), n->attrs(), {}, w.slot[i]};
+    for (const auto& o : n->operands()) in.inputs.push_back(o->walk_index);
+    g.instrs.push_back(std::move(in));
+  }
+  g.outputs = w.output_instr;
+  g.param_instr = w.param_instr;
+  g.num_scalars = static_cast<int32_t>(w.scalars.size());
+  g.donation = donation;
+  return g;
+}
+
+void finish_report(StepReport r) {
+  last_report = std::move(r);
+  if (env_flag("LAZYX_DEBUG", false)) std::fprintf(stderr, "%s", last_report.to_string().c_str());
+}
+
+}  // namespace
+
+void sync_storages(SyncKind kind, std::vector<Storage*> targets) {
+  EngineLock lock(engine_mutex());
+  const char* op = kind_name(kind);
+  if (kind == SyncKind::MarkStep) {
+    metrics::add_counter("MarkStep");
+    targets.clear();
+    for (Storage* s = Storage::first_live(); s; s = s->next_live()) {
+      if (s->pending()) targets.push_back(s);
+    }
+  } else {
+    std::sort(targets.begin(), targets.end(),
+              [](Storage* a, Storage* b) { return a->id() < b->id(); });
+    targets.erase(std::unique(targets.begin(), targets.end()), targets.end());
+    targets.erase(std::remove_if(targets.begin(), targets.end(),
+                                 [](Storage* s) { return !s->pending(); }),
+                  targets.end());
+  }
+  StepReport report;
+  report.kind = op;
+  report.step = ++sync_counter;
+  if (targets.empty()) {
+    report.backend = backend::active_backend(op).name();
+    finish_report(std::move(report));
+    return;
+  }
+  backend::Backend& be = backend::active_backend(op);
+  report.backend = be.name();
+
+  // Outputs: one per distinct pending node; a target whose value is a bare parameter takes
+  // that buffer as is, without running anything.
+  Walk w;
+  DonationInput din;
+  din.kind = kind;
+  din.aliasing_enabled = env_flag("LAZYX_ENABLE_PARAM_ALIASING", true);
+  std::unordered_map<const ir::Node*, int32_t> output_of;
+  for (Storage* s : targets) {
+    const ir::Node* n = s->pending_node().get();
+    din.targets.push_back(s);
+    if (n->op() == ir::Op::Parameter) {
+      din.target_output.push_back(-1);
+      din.target_passthrough.push_back(n->buffer().get());
+      continue;
+    }
+    auto [it, inserted] = output_of.emplace(n, static_cast<int32_t>(w.outputs.size()));
+    if (inserted) {
+      w.outputs.push_back(n);
+      din.output_bytes.push_back(static_cast<size_t>(n->numel()) * dtype_size(n->dtype()));
+      din.output_dtype.push_back(n->dtype());
+      din.output_tensor.push_back(s->id());
+    }
+    din.target_output.push_back(it->second);
+    din.target_passthrough.push_back(nullptr);
+  }
+  walk(op, w);
+  din.params = w.params;
+  DonationPlan plan = decide_donation(din);
+
+  std::shared_ptr<CachedProgram> prog;
+  if (!w.outputs.empty()) {
+    uint64_t key = w.structure_hash;
+    for (int32_t d : plan.donation) key = ir::hash_combine(key, static_cast<uint64_t>(d + 1));
+    key = ir::hash_combine(key, std::hash<std::string>()(be.name()));
+    report.graph_hash = key;
+    prog = cache_lookup(key);
+    report.cache_hit = prog != nullptr;
+    if (prog) {
+      metrics::add_counter("CachedCompile");
+    } else {
+      auto t0 = std::chrono::steady_clock::now();
+      auto p = std::make_shared<CachedProgram>();
+      p->program = be.compile(lower(w, plan.donation));
+      p->backend = be.name();
+      p->compile_ms = ms_since(t0);
+      for (int32_t d : plan.donation) p->num_donated += d >= 0;
+      metrics::add_counter("UncachedCompile");
+      metrics::add_sample("CompileTime", p->compile_ms * 1e6);
+      metrics::add_sample("InputOutputAliasCount", static_cast<double>(p->num_donated));
+      report.compile_ms = p->compile_ms;
+      cache_insert(key, p);
+      prog = std::move(p);
+    }
+  }
+
+  // Run. Donated outputs start out holding their parameter's buffer.
+  std::vector<runtime::BufferPtr> outputs(w.outputs.size());
+  for (size_t p = 0; p < plan.donation.size(); ++p) {
+    if (plan.donation[p] >= 0) outputs[plan.donation[p]] = w.order[w.param_instr[p]]->buffer();
+  }
+  if (prog) {
+    backend::ExecArgs args;
+    args.params = w.params;
+    args.scalars.reserve(w.scalars.size());
+    for (const ir::Node* s : w.scalars) args.scalars.push_back({s->scalar_f(), s->scalar_i()});
+    args.outputs = &outputs;
+    auto t0 = std::chrono::steady_clock::now();
+    be.execute(*prog->program, args);  // on error nothing below runs: state is unchanged
+    report.execute_ms = ms_since(t0);
+    report.ran_program = true;
+    metrics::add_counter("ExecuteComputation");
+    metrics::add_sample("ExecuteTime", report.execute_ms * 1e6);
+    metrics::add_sample("TensorsGraphSize", static_cast<double>(w.order.size()));
+  }
+
+  // Commit: donated buffers now hold new contents; storages take their outputs.
+  for (size_t p = 0; p < plan.donation.size(); ++p) {
+    if (plan.donation[p] >= 0) w.params[p]->bump_version();
+  }
+  for (size_t o = 0; o < outputs.size(); ++o) {
+    bool donated = std::find(plan.donation.begin(), plan.donation.end(), static_cast<int32_t>(o)) !=
+                   plan.donation.end();
+    if (!donated) report.bytes_allocated += static_cast<int64_t>(outputs[o]->bytes());
+  }
+  // Keep the old graphs alive until every storage is updated, so no buffer dies mid-commit.
+  std::vector<ir::NodePtr> old;
+  old.reserve(targets.size());
+  for (size_t t = 0; t < targets.size(); ++t) {
+    Storage* s = targets[t];
+    old.push_back(s->pending_node());
+    if (din.target_output[t] >= 0) {
+      s->set_data(outputs[din.target_output[t]]);
+    } else {
+      s->set_data(old.back()->buffer());
+    }
+  }
+  for (Storage* s : plan.user_donated) {
+    if (std::find(targets.begin(), targets.end(), s) == targets.end()) s->mark_donated(report.step);
+  }
+  old.clear();
+
+  report.num_nodes = static_cast<int64_t>(w.order.size());
+  report.num_parameters = static_cast<int64_t>(w.params.size());
+  report.num_scalars = static_cast<int64_t>(w.scalars.size());
+  report.num_outputs = static_cast<int64_t>(w.outputs.size());
+  report.params = std::move(plan.reports);
+  for (const auto& pr : report.params) {
+    if (pr.donated) {
+      report.num_donated++;
+      report.donated_bytes += pr.bytes;
+    }
+  }
+  finish_report(std::move(report));
+}
+
+}  // namespace lazyx::graph
+
+namespace lazyx {
+
+void mark_step() { graph::sync_storages(graph::SyncKind::MarkStep, {}); }
+
+void sync(const std::vector<Tensor>& tensors) {
+  EngineLock lock(engine_mutex());
+  std::vector<Storage*> targets;
+  for (const Tensor& t : tensors) {
+    const TensorImpl& i = impl_of("sync", t);
+    i.storage()->check_not_donated("sync");
+    targets.push_back(i.storage().get());
+  }
+  graph::sync_storages(graph::SyncKind::Sync, std::move(targets));
+}
+
+StepReport last_step() {
+  EngineLock lock(engine_mutex());
+  return graph::last_report;
+}
+
+bool set_buffer_donation(const Tensor& t, bool should_donate) {
+  EngineLock lock(engine_mutex());
+  const TensorImpl& i = impl_of("set_buffer_donation", t);
+  Storage& s = *i.storage();
+  if (!should_donate) {
+    s.set_donate_flag(false);
+    return false;
+  }
+  if (s.donated() || s.pending() || !s.data() || !i.is_identity()) return false;
+  s.set_donate_flag(true);
+  return true;
+}
+
+bool get_buffer_donation(const Tensor& t) {
+  EngineLock lock(engine_mutex());
+  return impl_of("get_buffer_donation", t).storage()->donate_flag();
+}
+
+bool is_donated(const Tensor& t) {
+  EngineLock lock(engine_mutex());
+  return impl_of("is_donated", t).storage()->donated();
+}
+
+}  // namespace lazyx

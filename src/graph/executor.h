@@ -1,0 +1,46 @@
+// The graph executor: turns pending tensors into one program, donates, runs, and reports.
+#pragma once
+
+#include <vector>
+
+#include "lazyx/step.h"
+#include "runtime/buffer.h"
+#include "tensor/tensor_impl.h"
+
+namespace lazyx::graph {
+
+enum class SyncKind { MarkStep, Sync, Read };
+
+// Materializes `targets` (all live storages for MarkStep). On error nothing changes.
+void sync_storages(SyncKind kind, std::vector<Storage*> targets);
+
+// Donation decisions (donation.cpp).
+struct DonationInput {
+  SyncKind kind;
+  std::vector<runtime::Buffer*> params;   // per parameter slot
+  std::vector<Storage*> targets;          // storages this sync rewrites or assigns
+  std::vector<int32_t> target_output;     // per target: its program output, -1 if pass-through
+  std::vector<runtime::Buffer*> target_passthrough;  // per target: the buffer it takes as is
+  std::vector<size_t> output_bytes;
+  std::vector<Dtype> output_dtype;
+  std::vector<int64_t> output_tensor;     // the first storage id of each output
+  bool aliasing_enabled = true;
+};
+
+struct DonationPlan {
+  std::vector<int32_t> donation;  // per parameter slot: output index or -1
+  std::vector<ParamReport> reports;
+  std::vector<Storage*> user_donated;  // flagged storages that give their buffer away
+};
+
+DonationPlan decide_donation(const DonationInput& in);
+
+// Program cache (program_cache.cpp): an LRU keyed by the graph key.
+struct CachedProgram;
+std::shared_ptr<CachedProgram> cache_lookup(uint64_t key);
+void cache_insert(uint64_t key, std::shared_ptr<CachedProgram> p);
+
+bool env_flag(const char* name, bool dflt);
+int64_t env_int(const char* name, int64_t dflt);
+
+}  // namespace lazyx::graph

@@ -1,0 +1,142 @@
+// Counters and value metrics, named as in PyTorch/XLA so users find them where they look.
+#include "lazyx/metrics.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <mutex>
+#include <sstream>
+
+namespace lazyx::metrics {
+
+namespace {
+
+constexpr size_t kMaxSamples = 1024;
+
+struct Metric {
+  MetricData data;
+  size_t next = 0;  // ring position once full
+};
+
+struct Registry {
+  std::mutex mu;
+  std::map<std::string, int64_t> counters;
+  std::map<std::string, Metric> metrics;
+};
+
+Registry& reg() {
+  static Registry* r = new Registry();
+  return *r;
+}
+
+bool is_time(const std::string& name) { return name.size() > 4 && name.substr(name.size() - 4) == "Time"; }
+
+std::string fmt(const std::string& name, double v) {
+  char buf[64];
+  if (is_time(name)) {  // nanoseconds
+    if (v >= 1e9) {
+      std::snprintf(buf, sizeof(buf), "%.3fs", v / 1e9);
+    } else if (v >= 1e6) {
+      std::snprintf(buf, sizeof(buf), "%.3fms", v / 1e6);
+    } else {
+      std::snprintf(buf, sizeof(buf), "%.3fus", v / 1e3);
+    }
+  } else {
+    std::snprintf(buf, sizeof(buf), "%.6g", v);
+  }
+  return buf;
+}
+
+}  // namespace
+
+void add_counter(const std::string& name, int64_t delta) {
+  std::lock_guard<std::mutex> l(reg().mu);
+  reg().counters[name] += delta;
+}
+
+void add_sample(const std::string& name, double value) {
+  std::lock_guard<std::mutex> l(reg().mu);
+  Metric& m = reg().metrics[name];
+  m.data.total_samples++;
+  m.data.accumulator += value;
+  if (m.data.samples.size() < kMaxSamples) {
+    m.data.samples.push_back(value);
+  } else {
+    m.data.samples[m.next] = value;
+    m.next = (m.next + 1) % kMaxSamples;
+  }
+}
+
+std::optional<int64_t> counter_value(const std::string& name) {
+  std::lock_guard<std::mutex> l(reg().mu);
+  auto it = reg().counters.find(name);
+  if (it == reg().counters.end()) return std::nullopt;
+  return it->second;
+}
+
+std::optional<MetricData> metric_data(const std::string& name) {
+  std::lock_guard<std::mutex> l(reg().mu);
+  auto it = reg().metrics.find(name);
+  if (it == reg().metrics.end()) return std::nullopt;
+  MetricData d = it->second.data;
+  // Oldest first.
+  std::rotate(d.samples.begin(), d.samples.begin() + it->second.next, d.samples.end());
+  return d;
+}
+
+std::vector<std::string> counter_names() {
+  std::lock_guard<std::mutex> l(reg().mu);
+  std::vector<std::string> r;
+  for (const auto& [k, v] : reg().counters) r.push_back(k);
+  return r;
+}
+
+std::vector<std::string> metric_names() {
+  std::lock_guard<std::mutex> l(reg().mu);
+  std::vector<std::string> r;
+  for (const auto& [k, v] : reg().metrics) r.push_back(k);
+  return r;
+}
+
+void clear_counters() {
+  std::lock_guard<std::mutex> l(reg().mu);
+  reg().counters.clear();
+}
+
+void clear_metrics() {
+  std::lock_guard<std::mutex> l(reg().mu);
+  reg().metrics.clear();
+}
+
+void clear_all() {
+  clear_counters();
+  clear_metrics();
+}
+
+std::string metrics_report() {
+  std::lock_guard<std::mutex> l(reg().mu);
+  std::ostringstream os;
+  for (const auto& [name, m] : reg().metrics) {
+    const MetricData& d = m.data;
+    os << "Metric: " << name << "\n";
+    os << "  TotalSamples: " << d.total_samples << "\n";
+    os << "  Accumulator: " << fmt(name, d.accumulator) << "\n";
+    if (!d.samples.empty()) {
+      std::vector<double> s = d.samples;
+      std::sort(s.begin(), s.end());
+      auto pct = [&](double q) { return s[std::min(s.size() - 1, static_cast<size_t>(q * s.size()))]; };
+      os << "  Percentiles: 1%=" << fmt(name, pct(0.01)) << "; 5%=" << fmt(name, pct(0.05))
+         << "; 10%=" << fmt(name, pct(0.10)) << "; 20%=" << fmt(name, pct(0.20))
+         << "; 50%=" << fmt(name, pct(0.50)) << "; 80%=" << fmt(name, pct(0.80))
+         << "; 90%=" << fmt(name, pct(0.90)) << "; 95%=" << fmt(name, pct(0.95))
+         << "; 99%=" << fmt(name, pct(0.99)) << "\n";
+    }
+  }
+  for (const auto& [name, v] : reg().counters) {
+    os << "Counter: " << name << "\n  Value: " << v << "\n";
+  }
+  return os.str();
+}
+
+}  // namespace lazyx::metrics

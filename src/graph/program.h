@@ -1,0 +1,17 @@
+// A compiled program in the cache, with what the executor needs to run it again.
+#pragma once
+
+#include <memory>
+
+#include "backends/backend.h"
+
+namespace lazyx::graph {
+
+struct CachedProgram {
+  std::unique_ptr<backend::Program> program;
+  std::string backend;
+  int64_t num_donated = 0;
+  double compile_ms = 0;
+};
+
+}  // namespace lazyx::graph

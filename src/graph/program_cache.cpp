@@ -1,0 +1,81 @@
+#include <cstdlib>
+#include <list>
+#include <string>
+#include <unordered_map>
+
+#include "backends/backend.h"
+#include "graph/executor.h"
+#include "graph/program.h"
+#include "lazyx/debug.h"
+
+namespace lazyx::graph {
+
+bool env_flag(const char* name, bool dflt) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return dflt;
+  std::string s(v);
+  return !(s == "0" || s == "false" || s == "off" || s == "no");
+}
+
+int64_t env_int(const char* name, int64_t dflt) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return dflt;
+  char* end = nullptr;
+  long long r = std::strtoll(v, &end, 10);
+  return (end && *end == 0) ? r : dflt;
+}
+
+namespace {
+
+struct Lru {
+  size_t capacity = static_cast<size_t>(std::max<int64_t>(1, env_int("LAZYX_COMPILATION_CACHE_SIZE", 1024)));
+  std::list<std::pair<uint64_t, std::shared_ptr<CachedProgram>>> items;  // most recent first
+  std::unordered_map<uint64_t, decltype(items)::iterator> index;
+};
+
+Lru& lru() {
+  static Lru* l = new Lru();
+  return *l;
+}
+
+}  // namespace
+
+std::shared_ptr<CachedProgram> cache_lookup(uint64_t key) {
+  Lru& c = lru();
+  auto it = c.index.find(key);
+  if (it == c.index.end()) return nullptr;
+  c.items.splice(c.items.begin(), c.items, it->second);
+  return it->second->second;
+}
+
+void cache_insert(uint64_t key, std::shared_ptr<CachedProgram> p) {
+  Lru& c = lru();
+  auto it = c.index.find(key);
+  if (it != c.index.end()) {
+    c.items.erase(it->second);
+    c.index.erase(it);
+  }
+  c.items.emplace_front(key, std::move(p));
+  c.index[key] = c.items.begin();
+  while (c.items.size() > c.capacity) {
+    c.index.erase(c.items.back().first);
+    c.items.pop_back();
+  }
+}
+
+}  // namespace lazyx::graph
+
+namespace lazyx {
+
+int64_t program_cache_size() {
+  EngineLock lock(engine_mutex());
+  return static_cast<int64_t>(graph::lru().items.size());
+}
+
+void clear_program_cache() {
+  EngineLock lock(engine_mutex());
+  graph::lru().items.clear();
+  graph::lru().index.clear();
+}
+
+}  // namespace lazyx

@@ -1,0 +1,50 @@
+// Step reports in words.
+#include <cstdio>
+#include <sstream>
+
+#include "ir/shape_infer.h"
+#include "lazyx/step.h"
+
+namespace lazyx {
+
+const char* alias_reason_name(AliasReason r) {
+  switch (r) {
+    case AliasReason::InPlaceUpdate: return "in-place update";
+    case AliasReason::UserRequested: return "user requested";
+    case AliasReason::NotUpdated: return "not updated";
+    case AliasReason::PartialSync: return "partial sync";
+    case AliasReason::CachedConstant: return "cached constant";
+    case AliasReason::Shared: return "shared";
+    case AliasReason::ReadElsewhere: return "read elsewhere";
+    case AliasReason::NoMatchingOutput: return "no matching output";
+    case AliasReason::Disabled: return "disabled";
+  }
+  return "?";
+}
+
+std::string StepReport::to_string() const {
+  std::ostringstream os;
+  char hash[32];
+  std::snprintf(hash, sizeof(hash), "%016llx", static_cast<unsigned long long>(graph_hash));
+  os << "[lazyx] " << kind << " #" << step << " on " << backend << ": ";
+  if (!ran_program) {
+    os << "nothing to run\n";
+    return os.str();
+  }
+  os << "graph " << hash << " (" << (cache_hit ? "cache hit" : "compiled") << "), " << num_nodes
+     << " nodes, " << num_parameters << " parameters, " << num_scalars << " scalars, "
+     << num_outputs << " outputs\n";
+  os << "  donated " << num_donated << " of " << num_parameters << " parameters ("
+     << donated_bytes << " bytes); allocated " << bytes_allocated << " bytes; compile "
+     << compile_ms << " ms, execute " << execute_ms << " ms\n";
+  for (size_t i = 0; i < params.size(); ++i) {
+    const ParamReport& p = params[i];
+    os << "  param " << i << ": buffer " << p.buffer_id << " " << dtype_name(p.dtype)
+       << ir::shape_str(p.shape) << " " << p.bytes << " B: "
+       << (p.donated ? "donated" : "kept") << " (" << alias_reason_name(p.reason) << ": "
+       << p.detail << ")\n";
+  }
+  return os.str();
+}
+
+}  // namespace lazyx

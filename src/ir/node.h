@@ -1,0 +1,80 @@
+// IR nodes: op, operands, attributes, output shape and dtype, and a structural hash.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "ir/op.h"
+#include "lazyx/dtype.h"
+#include "lazyx/tensor.h"
+
+namespace lazyx::runtime {
+class Buffer;
+}
+
+namespace lazyx::ir {
+
+struct Attrs {
+  std::vector<int64_t> ints;  // dims, strides
+  int64_t i0 = 0;             // dim, offset
+  bool flag = false;          // keepdim, accumulate
+  bool operator==(const Attrs& o) const {
+    return ints == o.ints && i0 == o.i0 && flag == o.flag;
+  }
+};
+
+class Node;
+using NodePtr = std::shared_ptr<Node>;
+
+class Node {
+ public:
+  Node(Op op, Dtype dtype, Shape shape, std::vector<NodePtr> operands, Attrs attrs = {});
+
+  Op op() const { return op_; }
+  Dtype dtype() const { return dtype_; }
+  const Shape& shape() const { return shape_; }
+  const Attrs& attrs() const { return attrs_; }
+  const std::vector<NodePtr>& operands() const { return operands_; }
+  const NodePtr& operand(size_t i) const { return operands_[i]; }
+  uint64_t hash() const { return hash_; }
+  int64_t id() const { return id_; }
+  int64_t numel() const;
+
+  // Parameter payload: the buffer and its version when this node was made. A version change
+  // means someone wrote the buffer while this graph still read it: a donation bug.
+  const std::shared_ptr<runtime::Buffer>& buffer() const { return buffer_; }
+  uint64_t buffer_version() const { return buffer_version_; }
+  // Scalar payload.
+  double scalar_f() const { return scalar_f_; }
+  int64_t scalar_i() const { return scalar_i_; }
+
+  // Scratch for graph walks (under the engine lock): the walk's epoch and the node's index.
+  mutable uint64_t walk_epoch = 0;
+  mutable int32_t walk_index = -1;
+
+  static NodePtr parameter(std::shared_ptr<runtime::Buffer> buffer, Shape shape, Dtype dtype);
+  static NodePtr scalar(Dtype dtype, double f, int64_t i);
+
+ private:
+  Op op_;
+  Dtype dtype_;
+  Shape shape_;
+  Attrs attrs_;
+  std::vector<NodePtr> operands_;
+  uint64_t hash_ = 0;
+  int64_t id_ = 0;
+  std::shared_ptr<runtime::Buffer> buffer_;
+  uint64_t buffer_version_ = 0;
+  double scalar_f_ = 0;
+  int64_t scalar_i_ = 0;
+};
+
+NodePtr make_node(Op op, Dtype dtype, Shape shape, std::vector<NodePtr> operands,
+                  Attrs attrs = {});
+
+uint64_t hash_combine(uint64_t seed, uint64_t v);
+int64_t shape_numel(const Shape& s);
+Shape contiguous_strides(const Shape& s);
+
+}  // namespace lazyx::ir

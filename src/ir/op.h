@@ -1,0 +1,56 @@
+// The IR op vocabulary and its table: names, families and what each op may do in place.
+#pragma once
+
+#include <cstdint>
+
+namespace lazyx::ir {
+
+enum class Op : uint8_t {
+  // Leaves.
+  Parameter,  // a device buffer the program reads
+  Scalar,     // a host number passed at run time; its value is not in the hash
+  Full,       // operand 0 (scalar) broadcast to the shape
+  Arange,     // start + i * step (scalars)
+  RandUniform,  // operands: seed, offset (scalars)
+  RandNormal,
+  RandInt,      // operands: seed, offset, low, high
+  // Unary elementwise.
+  Neg, Abs, Exp, Log, Sqrt, Rsqrt, Tanh, Sigmoid, Relu, Gelu, GeluTanh, Sin, Cos, LogicalNot,
+  Cast,
+  // Binary elementwise. Add and Sub take an optional third operand alpha: a + alpha * b.
+  Add, Sub, Mul, Div, Pow, Maximum, Minimum, Eq, Ne, Lt, Le, Gt, Ge, LogicalAnd, LogicalOr,
+  // Ternary elementwise.
+  Where,
+  // Reductions over attrs.ints, attrs.flag = keepdim.
+  Sum, Mean, Amax, Amin, Argmax, LogSumExp,
+  // Normalizations over attrs.i0.
+  Softmax, LogSoftmax,
+  // Batched matmul with broadcast batch dims; operands are at least 2-D.
+  Matmul,
+  // Strided access to an operand read as a flat contiguous array: sizes = shape,
+  // strides = attrs.ints, offset = attrs.i0. Scatter writes operand 1 into a copy of operand 0.
+  AsStrided, AsStridedScatter,
+  // Indexing, dim = attrs.i0.
+  Cat, IndexSelect, Gather, Scatter, ScatterAdd, IndexCopy,
+  IndexPut,  // operands: base, values, indices...; attrs.flag = accumulate
+  kNumOps,
+};
+
+enum class OpFamily : uint8_t { Leaf, Elementwise, Reduce, Other };
+
+struct OpInfo {
+  const char* name;
+  OpFamily family;
+  // Output element i depends on input element i only, so the output may overwrite an operand
+  // of the same shape (rule 6 of ALIASING.md).
+  bool elementwise_inplace_ok;
+  // The op copies operand 0 and then writes into the copy, so it may run in operand 0's memory.
+  bool updates_operand0;
+  // The op reads operand values as indices and can fail at run time on a bad one.
+  bool can_fail;
+};
+
+const OpInfo& op_info(Op op);
+inline const char* op_name(Op op) { return op_info(op).name; }
+
+}  // namespace lazyx::ir

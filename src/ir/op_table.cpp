@@ -1,0 +1,68 @@
+#include <array>
+#include <cstddef>
+
+#include "ir/op.h"
+
+namespace lazyx::ir {
+
+namespace {
+
+using F = OpFamily;
+
+struct Table {
+  std::array<OpInfo, static_cast<size_t>(Op::kNumOps)> rows{};
+  void set(Op op, const char* name, F family, bool ew = false, bool upd0 = false,
+           bool fail = false) {
+    rows[static_cast<size_t>(op)] = OpInfo{name, family, ew, upd0, fail};
+  }
+  Table() {
+    set(Op::Parameter, "parameter", F::Leaf);
+    set(Op::Scalar, "scalar", F::Leaf);
+    set(Op::Full, "full", F::Elementwise, true);
+    set(Op::Arange, "arange", F::Elementwise, true);
+    set(Op::RandUniform, "rand", F::Elementwise, true);
+    set(Op::RandNormal, "randn", F::Elementwise, true);
+    set(Op::RandInt, "randint", F::Elementwise, true);
+    const std::pair<Op, const char*> elementwise[] = {
+        {Op::Neg, "neg"},       {Op::Abs, "abs"},         {Op::Exp, "exp"},
+        {Op::Log, "log"},       {Op::Sqrt, "sqrt"},       {Op::Rsqrt, "rsqrt"},
+        {Op::Tanh, "tanh"},     {Op::Sigmoid, "sigmoid"}, {Op::Relu, "relu"},
+        {Op::Gelu, "gelu"},     {Op::GeluTanh, "gelu_tanh"}, {Op::Sin, "sin"},
+        {Op::Cos, "cos"},       {Op::LogicalNot, "logical_not"}, {Op::Cast, "to"},
+        {Op::Add, "add"},       {Op::Sub, "sub"},         {Op::Mul, "mul"},
+        {Op::Div, "div"},       {Op::Pow, "pow"},         {Op::Maximum, "maximum"},
+        {Op::Minimum, "minimum"}, {Op::Eq, "eq"},         {Op::Ne, "ne"},
+        {Op::Lt, "lt"},         {Op::Le, "le"},           {Op::Gt, "gt"},
+        {Op::Ge, "ge"},         {Op::LogicalAnd, "logical_and"}, {Op::LogicalOr, "logical_or"},
+        {Op::Where, "where"},
+    };
+    for (auto [op, name] : elementwise) set(op, name, F::Elementwise, true);
+    set(Op::Sum, "sum", F::Reduce);
+    set(Op::Mean, "mean", F::Reduce);
+    set(Op::Amax, "amax", F::Reduce);
+    set(Op::Amin, "amin", F::Reduce);
+    set(Op::Argmax, "argmax", F::Reduce);
+    set(Op::LogSumExp, "logsumexp", F::Reduce);
+    set(Op::Softmax, "softmax", F::Other);
+    set(Op::LogSoftmax, "log_softmax", F::Other);
+    set(Op::Matmul, "matmul", F::Other);
+    set(Op::AsStrided, "as_strided", F::Other);
+    set(Op::AsStridedScatter, "as_strided_scatter", F::Other, false, true);
+    set(Op::Cat, "cat", F::Other);
+    set(Op::IndexSelect, "index_select", F::Other, false, false, true);
+    set(Op::Gather, "gather", F::Other, false, false, true);
+    set(Op::Scatter, "scatter", F::Other, false, true, true);
+    set(Op::ScatterAdd, "scatter_add", F::Other, false, true, true);
+    set(Op::IndexCopy, "index_copy", F::Other, false, true, true);
+    set(Op::IndexPut, "index_put", F::Other, false, true, true);
+  }
+};
+
+}  // namespace
+
+const OpInfo& op_info(Op op) {
+  static const Table table;
+  return table.rows[static_cast<size_t>(op)];
+}
+
+}  // namespace lazyx::ir

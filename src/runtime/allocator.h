@@ -1,0 +1,19 @@
+// A caching allocator: freed blocks are kept by size and reused, because a fresh 4 KiB page costs
+// ~2.6 us here. Large blocks are mmap'ed with huge pages.
+#pragma once
+
+#include <cstddef>
+
+#include "lazyx/memory.h"
+
+namespace lazyx::runtime {
+
+void* allocate(size_t bytes);
+void deallocate(void* p, size_t bytes);
+MemoryStats allocator_stats();
+void allocator_reset_peak();
+void allocator_empty_cache();
+// The block size a request is rounded to (what bytes_in_use counts).
+size_t allocation_size(size_t bytes);
+
+}  // namespace lazyx::runtime
