@@ -30,6 +30,9 @@ using Factory = std::function<std::unique_ptr<Backend>()>;
 const std::map<std::string, Factory>& factories() {
   static const std::map<std::string, Factory> f = {
       {"reference", [] { return make_reference_backend(); }},
+#ifdef LAZYX_HAVE_CPU_BACKEND
+      {"cpu", [] { return make_cpu_backend(); }},
+#endif
   };
   return f;
 }

@@ -69,5 +69,8 @@ class Backend {
 // The active backend; raises if it is dead. `op` names the caller in the error.
 Backend& active_backend(const char* op);
 std::unique_ptr<Backend> make_reference_backend();
+#ifdef LAZYX_HAVE_CPU_BACKEND
+std::unique_ptr<Backend> make_cpu_backend();  // src/backends/cpu
+#endif
 
 }  // namespace lazyx::backend
