@@ -190,8 +190,22 @@ void run_matmul(const backend::Instr& in, const Val& a, const Val& b, const Val&
   };
   Shape sa = batch_strides(ab), sb = batch_strides(bb);
   bool fl = is_floating(in.dtype);
+  // Operands converted once to the compute domain; then a plain i-p-j loop.
+  std::vector<double> af, bf;
+  std::vector<int64_t> ai, bi_;
+  if (fl) {
+    af.resize(a.numel());
+    bf.resize(b.numel());
+    for (int64_t q = 0; q < a.numel(); ++q) af[q] = get_f(a, q);
+    for (int64_t q = 0; q < b.numel(); ++q) bf[q] = get_f(b, q);
+  } else {
+    ai.resize(a.numel());
+    bi_.resize(b.numel());
+    for (int64_t q = 0; q < a.numel(); ++q) ai[q] = get_i(a, q);
+    for (int64_t q = 0; q < b.numel(); ++q) bi_[q] = get_i(b, q);
+  }
   std::vector<double> accf(fl ? m : 0);
-  std::vector<int64_t> acci(fl ? 0 : m);
+  std::vector<uint64_t> acci(fl ? 0 : m);
   for_each_index(batch, [&](int64_t bi, const std::vector<int64_t>& idx) {
     int64_t oa = 0, ob = 0;
     for (size_t d = 0; d < idx.size(); ++d) {
@@ -204,20 +218,19 @@ void run_matmul(const backend::Instr& in, const Val& a, const Val& b, const Val&
       if (fl) {
         std::fill(accf.begin(), accf.end(), 0.0);
         for (int64_t p = 0; p < k; ++p) {
-          double x = get_f(a, oa + i * k + p);
-          for (int64_t j = 0; j < m; ++j) accf[j] += x * get_f(b, ob + p * m + j);
+          double x = af[oa + i * k + p];
+          const double* row = bf.data() + ob + p * m;
+          for (int64_t j = 0; j < m; ++j) accf[j] += x * row[j];
         }
         for (int64_t j = 0; j < m; ++j) set_f(out, bi * n * m + i * m + j, accf[j]);
       } else {
         std::fill(acci.begin(), acci.end(), 0);
         for (int64_t p = 0; p < k; ++p) {
-          uint64_t x = static_cast<uint64_t>(get_i(a, oa + i * k + p));
-          for (int64_t j = 0; j < m; ++j) {
-            acci[j] = static_cast<int64_t>(static_cast<uint64_t>(acci[j]) +
-                                           x * static_cast<uint64_t>(get_i(b, ob + p * m + j)));
-          }
+          uint64_t x = static_cast<uint64_t>(ai[oa + i * k + p]);
+          const int64_t* row = bi_.data() + ob + p * m;
+          for (int64_t j = 0; j < m; ++j) acci[j] += x * static_cast<uint64_t>(row[j]);
         }
-        for (int64_t j = 0; j < m; ++j) set_i(out, bi * n * m + i * m + j, acci[j]);
+        for (int64_t j = 0; j < m; ++j) set_i(out, bi * n * m + i * m + j, static_cast<int64_t>(acci[j]));
       }
     }
   });

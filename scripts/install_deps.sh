@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs the Debian packages lazyx needs. Idempotent: installs only what is missing.
+#   scripts/install_deps.sh [core|cpu|python|all]   (default: all)
+set -euo pipefail
+
+core=(build-essential cmake g++ libgtest-dev libgmock-dev libbenchmark-dev)
+cpu=(llvm-19-dev libzstd-dev libopenblas-dev libsleef-dev)
+python=(python3 python3-torch libtorch-dev pybind11-dev python3-pybind11 python3-numpy
+        python3-pytest python3-sklearn)
+
+case "${1:-all}" in
+  core) want=("${core[@]}") ;;
+  cpu) want=("${core[@]}" "${cpu[@]}") ;;
+  python) want=("${core[@]}" "${python[@]}") ;;
+  all) want=("${core[@]}" "${cpu[@]}" "${python[@]}") ;;
+  *) echo "usage: $0 [core|cpu|python|all]" >&2; exit 2 ;;
+esac
+
+missing=()
+for p in "${want[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "[install_deps] all ${#want[@]} packages present"
+  exit 0
+fi
+echo "[install_deps] installing: ${missing[*]}"
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO=sudo
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "[install_deps] done"
