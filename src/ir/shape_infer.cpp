@@ -82,11 +82,12 @@ namespace {
 int category(Dtype d) { return d == kBool ? 0 : (is_floating(d) ? 2 : 1); }
 }  // namespace
 
-Dtype result_type(const std::vector<PromotionInput>& inputs) {
+Dtype result_type(const PromotionInput* inputs, size_t n) {
   // Promote within each priority class, then let a lower class win only with a higher category.
   bool has[3] = {false, false, false};
   Dtype best[3] = {kBool, kBool, kBool};
-  for (const auto& in : inputs) {
+  for (size_t i = 0; i < n; ++i) {
+    const PromotionInput& in = inputs[i];
     if (!has[in.kind]) {
       best[in.kind] = in.dtype;
       has[in.kind] = true;

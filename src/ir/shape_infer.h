@@ -26,6 +26,6 @@ struct PromotionInput {
   Dtype dtype;
   int kind;  // 0 = tensor with dims, 1 = 0-d tensor, 2 = host scalar
 };
-Dtype result_type(const std::vector<PromotionInput>& inputs);
+Dtype result_type(const PromotionInput* inputs, size_t n);
 
 }  // namespace lazyx::ir

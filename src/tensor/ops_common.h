@@ -1,6 +1,8 @@
 // Helpers shared by the op families in src/tensor/ops_*.cpp.
 #pragma once
 
+#include <initializer_list>
+
 #include "ir/node.h"
 #include "ir/shape_infer.h"
 #include "tensor/tensor_impl.h"
@@ -18,7 +20,7 @@ struct Arg {
 
 Arg arg(const char* op, const Tensor& t);
 Arg arg(Scalar s);
-Dtype promote(const std::vector<Arg>& args);
+Dtype promote(std::initializer_list<Arg> args);
 // Scalars become run-time scalar nodes of dtype `d`.
 ir::NodePtr node_of(const Arg& a, Dtype d);
 
@@ -30,7 +32,7 @@ ir::NodePtr reshape_node(ir::NodePtr n, const Shape& shape);
 ir::NodePtr expand_node(ir::NodePtr n, const Shape& shape, Dtype d);
 
 // Elementwise op over tensors/scalars; `out_dtype` overrides the result dtype (comparisons).
-ir::NodePtr elementwise(ir::Op op, const char* name, const std::vector<Arg>& args,
+ir::NodePtr elementwise(ir::Op op, const char* name, std::initializer_list<Arg> args,
                         std::optional<Dtype> out_dtype = std::nullopt, ir::Attrs attrs = {});
 
 // Runs `value` as an in-place update of `self` (op names end in '_'): checks that the

@@ -20,11 +20,11 @@ Arg arg(const char* op, const Tensor& t) {
 
 Arg arg(Scalar s) { return Arg{nullptr, s.default_dtype(), 2, s}; }
 
-Dtype promote(const std::vector<Arg>& args) {
-  std::vector<ir::PromotionInput> in;
-  in.reserve(args.size());
-  for (const Arg& a : args) in.push_back({a.dtype, a.kind});
-  return ir::result_type(in);
+Dtype promote(std::initializer_list<Arg> args) {
+  ir::PromotionInput in[4];
+  size_t n = 0;
+  for (const Arg& a : args) in[n++] = {a.dtype, a.kind};
+  return ir::result_type(in, n);
 }
 
 ir::NodePtr scalar_node(Scalar s, Dtype d) {
@@ -62,11 +62,14 @@ void check_dtype(const char* op, Dtype d, bool allow_bool, bool allow_int, bool 
   }
 }
 
-ir::NodePtr elementwise(Op op, const char* name, const std::vector<Arg>& args,
+ir::NodePtr elementwise(Op op, const char* name, std::initializer_list<Arg> args,
                         std::optional<Dtype> out_dtype, ir::Attrs attrs) {
   Dtype rt = promote(args);
-  Shape shape = args[0].shape();
-  for (size_t i = 1; i < args.size(); ++i) shape = ir::broadcast_shapes(name, shape, args[i].shape());
+  const Arg* first = args.begin();
+  Shape shape = first->shape();
+  for (const Arg* a = first + 1; a != args.end(); ++a) {
+    if (a->shape() != shape) shape = ir::broadcast_shapes(name, shape, a->shape());
+  }
   std::vector<ir::NodePtr> ops;
   ops.reserve(args.size());
   for (const Arg& a : args) ops.push_back(node_of(a, rt));
@@ -106,15 +109,13 @@ ir::NodePtr add_like(Op op, const char* name, const Arg& a, const Arg& b,
                        dtype_name(rt) + ".");
   }
   if (!alpha) return elementwise(op, name, {a, b});
-  ir::NodePtr n = elementwise(op, name, {a, b});
-  std::vector<ir::NodePtr> ops = n->operands();
-  ops.push_back(scalar_node(*alpha, rt));
-  return ir::make_node(op, rt, n->shape(), std::move(ops));
+  Shape shape = ir::broadcast_shapes(name, a.shape(), b.shape());
+  return ir::make_node(op, rt, std::move(shape),
+                       {node_of(a, rt), node_of(b, rt), scalar_node(*alpha, rt)});
 }
 
 ir::NodePtr div_node(const char* name, const Arg& a, const Arg& b) {
   Dtype rt = float_result(promote({a, b}));
-  std::vector<Arg> args{a, b};
   Shape shape = ir::broadcast_shapes(name, a.shape(), b.shape());
   return ir::make_node(Op::Div, rt, shape, {node_of(a, rt), node_of(b, rt)});
 }

@@ -52,6 +52,14 @@ Storage::~Storage() {
 }
 
 Storage* Storage::first_live() { return live_head; }
+
+const Shape& Storage::strides() const {
+  if (!has_strides_) {
+    strides_ = ir::contiguous_strides(shape_);
+    has_strides_ = true;
+  }
+  return strides_;
+}
 int64_t Storage::live_count() { return live_n; }
 
 void Storage::check_not_donated(const char* op) const {
@@ -99,8 +107,7 @@ void Storage::mark_donated(int64_t step) {
 TensorImpl::TensorImpl(std::shared_ptr<Storage> storage)
     : id_(storage->id()),
       storage_(std::move(storage)),
-      sizes_(storage_->shape()),
-      strides_(ir::contiguous_strides(sizes_)) {}
+      is_view_(false) {}
 
 TensorImpl::TensorImpl(std::shared_ptr<Storage> storage, Shape sizes, Shape strides,
                        int64_t offset)
@@ -116,10 +123,10 @@ TensorImpl::TensorImpl(std::shared_ptr<Storage> storage, Shape sizes, Shape stri
 
 bool TensorImpl::is_contiguous() const {
   int64_t expect = 1;
-  for (size_t i = sizes_.size(); i-- > 0;) {
-    if (sizes_[i] == 1) continue;
-    if (strides_[i] != expect) return false;
-    expect *= sizes_[i];
+  for (size_t i = sizes().size(); i-- > 0;) {
+    if (sizes()[i] == 1) continue;
+    if (strides()[i] != expect) return false;
+    expect *= sizes()[i];
   }
   return true;
 }
@@ -128,14 +135,14 @@ ir::NodePtr TensorImpl::value(const char* op) const {
   ir::NodePtr v = storage_->value(op);
   if (identity_) return v;
   ir::Attrs a;
-  a.ints = strides_;
+  a.ints = strides();
   a.i0 = offset_;
-  return ir::make_node(ir::Op::AsStrided, dtype(), sizes_, {std::move(v)}, std::move(a));
+  return ir::make_node(ir::Op::AsStrided, dtype(), sizes(), {std::move(v)}, std::move(a));
 }
 
 void TensorImpl::assign(const char* op, ir::NodePtr v) {
-  if (v->shape() != sizes_) {
-    ir::fail(op, "in-place op would change the tensor's shape from " + ir::shape_str(sizes_) +
+  if (v->shape() != sizes()) {
+    ir::fail(op, "in-place op would change the tensor's shape from " + ir::shape_str(sizes()) +
                      " to " + ir::shape_str(v->shape()) +
                      ". Use the out-of-place op and assign the result instead.");
   }
@@ -148,14 +155,14 @@ void TensorImpl::assign(const char* op, ir::NodePtr v) {
     storage_->set_pending(std::move(v));
     return;
   }
-  for (size_t i = 0; i < sizes_.size(); ++i) {
-    if (strides_[i] == 0 && sizes_[i] > 1) {
-      ir::fail(op, "cannot write in place into an expanded view " + ir::shape_str(sizes_) +
+  for (size_t i = 0; i < sizes().size(); ++i) {
+    if (strides()[i] == 0 && sizes()[i] > 1) {
+      ir::fail(op, "cannot write in place into an expanded view " + ir::shape_str(sizes()) +
                        ": several elements share one memory location. Call clone() first.");
     }
   }
   ir::Attrs a;
-  a.ints = strides_;
+  a.ints = strides();
   a.i0 = offset_;
   ir::NodePtr base = storage_->value(op);
   storage_->set_pending(ir::make_node(ir::Op::AsStridedScatter, dtype(), storage_->shape(),

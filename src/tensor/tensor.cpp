@@ -14,7 +14,10 @@ namespace lazyx {
 
 int64_t Tensor::id() const { return impl_of("id", *this).id(); }
 const Shape& Tensor::shape() const { return impl_of("shape", *this).sizes(); }
-const Shape& Tensor::strides() const { return impl_of("strides", *this).strides(); }
+const Shape& Tensor::strides() const {
+  EngineLock lock(engine_mutex());  // a base computes its strides on first use
+  return impl_of("strides", *this).strides();
+}
 int64_t Tensor::storage_offset() const { return impl_of("storage_offset", *this).offset(); }
 int64_t Tensor::dim() const { return static_cast<int64_t>(shape().size()); }
 int64_t Tensor::numel() const { return ir::shape_numel(shape()); }

@@ -25,6 +25,7 @@ class Storage {
   int64_t id() const { return id_; }
   const Shape& shape() const { return shape_; }
   Dtype dtype() const { return dtype_; }
+  const Shape& strides() const;  // contiguous, computed on first use
   int64_t numel() const { return ir::shape_numel(shape_); }
   size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype_); }
 
@@ -58,6 +59,8 @@ class Storage {
  private:
   int64_t id_;
   Shape shape_;
+  mutable Shape strides_;
+  mutable bool has_strides_ = false;
   Dtype dtype_;
   runtime::BufferPtr data_;
   ir::NodePtr pending_;
@@ -78,8 +81,9 @@ class TensorImpl {
 
   int64_t id() const { return id_; }
   const std::shared_ptr<Storage>& storage() const { return storage_; }
-  const Shape& sizes() const { return sizes_; }
-  const Shape& strides() const { return strides_; }
+  // A base tensor uses its storage's shape and strides, so tracing copies no shapes.
+  const Shape& sizes() const { return is_view_ ? sizes_ : storage_->shape(); }
+  const Shape& strides() const { return is_view_ ? strides_ : storage_->strides(); }
   int64_t offset() const { return offset_; }
   Dtype dtype() const { return storage_->dtype(); }
   bool is_view() const { return is_view_; }
