@@ -62,6 +62,15 @@ struct Cursor {
 // Strides of operand shape `s` broadcast into output shape `out`.
 Cursor broadcast_cursor(const Shape& s, const Shape& out) {
   Cursor c;
+  // The common cases need no index arithmetic (and no allocation).
+  if (s == out) {
+    c.contiguous = true;
+    return c;
+  }
+  if (ir::shape_numel(s) == 1) {
+    c.constant = true;
+    return c;
+  }
   c.shape = out;
   c.strides.assign(out.size(), 0);
   Shape cs = ir::contiguous_strides(s);
@@ -253,32 +262,33 @@ void run_elementwise(const backend::Instr& in, const std::vector<const Val*>& ar
     return;
   }
 
-  std::vector<Cursor> cur;
-  for (const Val* a : args) cur.push_back(broadcast_cursor(a->shape, out.shape));
   const size_t na = args.size();
-  std::vector<std::vector<double>> fb(na, std::vector<double>(fdom ? kChunk : 0));
-  std::vector<std::vector<int64_t>> ib(na, std::vector<int64_t>(fdom ? 0 : kChunk));
-  // Where's condition is always a truth value; its other operands follow the domain.
-  std::vector<double> cond(op == Op::Where ? kChunk : 0);
-  std::vector<double> rf(kChunk);
-  std::vector<int64_t> ri(kChunk);
+  if (na > 3) ir::fail(ir::op_name(op), "internal: too many operands for an elementwise op.");
+  Cursor cur[3];
+  for (size_t a = 0; a < na; ++a) cur[a] = broadcast_cursor(args[a]->shape, out.shape);
+  // Chunk buffers on the stack: small programs pay no allocation per instruction.
+  double fbuf[3][kChunk];
+  int64_t ibuf[3][kChunk];
+  double cond[kChunk];  // Where's condition is a truth value; its other operands follow the domain
+  double rf[kChunk];
+  int64_t ri[kChunk];
   const bool out_f = is_floating(in.dtype);
 
   for (int64_t start = 0; start < n; start += kChunk) {
     int64_t m = std::min(kChunk, n - start);
     for (size_t a = 0; a < na; ++a) {
       if (op == Op::Where && a == 0) {
-        load_f(*args[0], cur[0], start, m, cond.data());
+        load_f(*args[0], cur[0], start, m, cond);
       } else if (fdom) {
-        load_f(*args[a], cur[a], start, m, fb[a].data());
+        load_f(*args[a], cur[a], start, m, fbuf[a]);
       } else {
-        load_i(*args[a], cur[a], start, m, ib[a].data());
+        load_i(*args[a], cur[a], start, m, ibuf[a]);
       }
     }
     if (fdom) {
-      const double* x = na > 0 ? fb[0].data() : nullptr;
-      const double* y = na > 1 ? fb[1].data() : nullptr;
-      const double* z = na > 2 ? fb[2].data() : nullptr;
+      const double* x = na > 0 ? fbuf[0] : nullptr;
+      const double* y = na > 1 ? fbuf[1] : nullptr;
+      const double* z = na > 2 ? fbuf[2] : nullptr;
       for (int64_t k = 0; k < m; ++k) {
         double r = 0;
         switch (op) {
@@ -313,15 +323,15 @@ void run_elementwise(const backend::Instr& in, const std::vector<const Val*>& ar
       }
       if (out_f || is_compare(op) || op == Op::LogicalAnd || op == Op::LogicalOr ||
           op == Op::LogicalNot || op == Op::Cast) {
-        store_f(out, start, m, rf.data());
+        store_f(out, start, m, rf);
       } else {
         for (int64_t k = 0; k < m; ++k) ri[k] = f2i(rf[k]);
-        store_i(out, start, m, ri.data());
+        store_i(out, start, m, ri);
       }
     } else {
-      const int64_t* x = na > 0 ? ib[0].data() : nullptr;
-      const int64_t* y = na > 1 ? ib[1].data() : nullptr;
-      const int64_t* z = na > 2 ? ib[2].data() : nullptr;
+      const int64_t* x = na > 0 ? ibuf[0] : nullptr;
+      const int64_t* y = na > 1 ? ibuf[1] : nullptr;
+      const int64_t* z = na > 2 ? ibuf[2] : nullptr;
       for (int64_t k = 0; k < m; ++k) {
         int64_t r = 0;
         switch (op) {
@@ -347,7 +357,7 @@ void run_elementwise(const backend::Instr& in, const std::vector<const Val*>& ar
         // Bool results of arithmetic (bool + bool) are truth values.
         ri[k] = in.dtype == kBool ? (r != 0) : r;
       }
-      store_i(out, start, m, ri.data());
+      store_i(out, start, m, ri);
     }
   }
 }
