@@ -188,3 +188,25 @@ TEST_F(Executor, ViewsOfPendingValuesAndBack) {
 
 }  // namespace
 }  // namespace lazyx
+
+namespace lazyx {
+namespace {
+
+TEST(HostCopies, FromHostAndCopyToHost) {
+  std::vector<int32_t> v{1, 2, 3, 4, 5, 6};
+  Tensor t = from_host(v.data(), {2, 3}, kInt32);
+  EXPECT_FALSE(t.is_pending());
+  std::vector<int32_t> back(6);
+  t.copy_to_host(back.data());
+  EXPECT_EQ(back, v);
+  Tensor tt = t.t() * 10;  // pending, then a strided view of its result
+  std::vector<int32_t> out(6);
+  tt.copy_to_host(out.data());
+  EXPECT_EQ(out, (std::vector<int32_t>{10, 40, 20, 50, 30, 60}));
+  std::vector<int32_t> col(2);
+  t.select(1, 2).copy_to_host(col.data());
+  EXPECT_EQ(col, (std::vector<int32_t>{3, 6}));
+}
+
+}  // namespace
+}  // namespace lazyx

@@ -15,6 +15,8 @@ template <typename T>
 Tensor tensor(const std::vector<T>& values) {
   return tensor(values, Shape{static_cast<int64_t>(values.size())});
 }
+// Copies numel(shape) elements of `dtype` from host memory into a new tensor (for bridges).
+Tensor from_host(const void* data, const Shape& shape, Dtype dtype);
 Tensor zeros(const Shape& shape, Dtype dtype = kFloat32);
 Tensor ones(const Shape& shape, Dtype dtype = kFloat32);
 Tensor full(const Shape& shape, Scalar value, std::optional<Dtype> dtype = std::nullopt);

@@ -70,6 +70,9 @@ class Tensor {
   template <typename T>
   std::vector<T> to_vector() const;
   std::string to_string() const;
+  // Writes the elements, row-major and in this tensor's dtype, to `dst` (numel * element size
+  // bytes). A value read like to_vector, without conversion.
+  void copy_to_host(void* dst) const;
 
   // Copies and conversions.
   Tensor clone() const;

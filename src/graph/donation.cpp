@@ -110,6 +110,10 @@ DonationPlan decide_donation(const DonationInput& in) {
                "donation requested, but no free output has " + std::to_string(b->bytes()) + " bytes");
         }
       }
+    } else if (flagged) {
+      keep(AliasReason::Shared, "donation requested on " + storage_name(flagged) + ", but " +
+                                    std::to_string(others_kept) +
+                                    " other tensor(s) still hold this buffer");
     } else if (rewritten_n == 0) {
       keep(AliasReason::NotUpdated,
            holder ? storage_name(holder) + " holds it and this sync does not rewrite it"

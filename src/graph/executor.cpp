@@ -11,6 +11,7 @@
 #include "graph/program.h"
 #include "ir/shape_infer.h"
 #include "lazyx/error.h"
+#include "lazyx/debug.h"
 #include "lazyx/metrics.h"
 
 namespace lazyx::graph {
@@ -156,8 +157,8 @@ void sync_storages(SyncKind kind, std::vector<Storage*> targets) {
   StepReport report;
   report.kind = op;
   report.step = ++sync_counter;
-  if (targets.empty()) {
-    report.backend = backend::active_backend(op).name();
+  if (targets.empty()) {  // nothing to run: succeeds even on a dead backend
+    report.backend = backend_name();
     finish_report(std::move(report));
     return;
   }
@@ -200,6 +201,11 @@ void sync_storages(SyncKind kind, std::vector<Storage*> targets) {
     key = ir::hash_combine(key, std::hash<std::string>()(be.name()));
     report.graph_hash = key;
     prog = cache_lookup(key);
+    if (prog && (prog->num_instrs != w.order.size() || prog->num_params != w.params.size() ||
+                 prog->num_scalars != w.scalars.size() || prog->num_outputs != w.outputs.size())) {
+      ir::fail(op, "internal: program cache key collision (graph " + std::to_string(key) +
+                       "). Call clear_program_cache() and report this.");
+    }
     report.cache_hit = prog != nullptr;
     if (prog) {
       metrics::add_counter("CachedCompile");
@@ -209,6 +215,10 @@ void sync_storages(SyncKind kind, std::vector<Storage*> targets) {
       p->program = be.compile(lower(w, plan.donation));
       p->backend = be.name();
       p->compile_ms = ms_since(t0);
+      p->num_instrs = w.order.size();
+      p->num_params = w.params.size();
+      p->num_scalars = w.scalars.size();
+      p->num_outputs = w.outputs.size();
       for (int32_t d : plan.donation) p->num_donated += d >= 0;
       metrics::add_counter("UncachedCompile");
       metrics::add_sample("CompileTime", p->compile_ms * 1e6);

@@ -88,6 +88,16 @@ template Tensor tensor<int32_t>(const std::vector<int32_t>&, const Shape&);
 template Tensor tensor<int64_t>(const std::vector<int64_t>&, const Shape&);
 template Tensor tensor<bool>(const std::vector<bool>&, const Shape&);
 
+Tensor from_host(const void* data, const Shape& shape, Dtype dtype) {
+  EngineLock lock(engine_mutex());
+  check_shape("from_host", shape);
+  backend::Backend& be = backend::active_backend("from_host");
+  size_t bytes = static_cast<size_t>(ir::shape_numel(shape)) * dtype_size(dtype);
+  runtime::BufferPtr buf = be.allocate(bytes);
+  be.upload(*buf, data, bytes);
+  return make_tensor(std::move(buf), shape, dtype);
+}
+
 Tensor full(const Shape& shape, Scalar value, std::optional<Dtype> dtype) {
   EngineLock lock(engine_mutex());
   check_shape("full", shape);

@@ -95,6 +95,32 @@ template std::vector<int32_t> Tensor::to_vector<int32_t>() const;
 template std::vector<int64_t> Tensor::to_vector<int64_t>() const;
 template std::vector<bool> Tensor::to_vector<bool>() const;
 
+void Tensor::copy_to_host(void* dst) const {
+  EngineLock lock(engine_mutex());
+  const TensorImpl& i = impl_of("copy_to_host", *this);
+  Storage* st = i.storage().get();
+  st->check_not_donated("copy_to_host");
+  if (st->pending()) graph::sync_storages(graph::SyncKind::Read, {st});
+  size_t es = dtype_size(st->dtype());
+  const char* src = static_cast<const char*>(st->data()->data());
+  int64_t n = ir::shape_numel(i.sizes());
+  if (i.is_identity()) {
+    std::memcpy(dst, src, n * es);
+    return;
+  }
+  char* out = static_cast<char*>(dst);
+  Shape idx(i.sizes().size(), 0);
+  for (int64_t k = 0; k < n; ++k) {
+    int64_t off = i.offset();
+    for (size_t d = 0; d < idx.size(); ++d) off += idx[d] * i.strides()[d];
+    std::memcpy(out + k * es, src + off * es, es);
+    for (size_t d = idx.size(); d-- > 0;) {
+      if (++idx[d] < i.sizes()[d]) break;
+      idx[d] = 0;
+    }
+  }
+}
+
 std::string Tensor::to_string() const {
   std::ostringstream os;
   os << *this;
