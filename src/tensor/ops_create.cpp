@@ -129,7 +129,7 @@ Tensor arange(Scalar start, Scalar end, Scalar step, std::optional<Dtype> dtype)
 
 Tensor scalar_tensor(Scalar value, std::optional<Dtype> dtype) {
   EngineLock lock(engine_mutex());
-  Dtype d = dtype.value_or(value.default_dtype());
+  Dtype d = dtype.value_or(kFloat32);  // torch.scalar_tensor uses the default dtype
   // Keyed by dtype and the value's bits; the cache owns (pins) its buffers.
   static std::map<std::pair<int, uint64_t>, runtime::BufferPtr>* cache =
       new std::map<std::pair<int, uint64_t>, runtime::BufferPtr>();

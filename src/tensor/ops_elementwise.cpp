@@ -97,6 +97,13 @@ namespace {
 
 Dtype float_result(Dtype d) { return is_floating(d) ? d : kFloat32; }
 
+// other * alpha for a host scalar operand, keeping its kind (a bool stays a bool when alpha is 1).
+Scalar scaled(Scalar o, Scalar alpha) {
+  if (!alpha.is_floating() && alpha.to_int() == 1) return o;
+  if (o.is_floating() || alpha.is_floating()) return Scalar(o.to_double() * alpha.to_double());
+  return Scalar(static_cast<long long>(o.to_int() * alpha.to_int()));
+}
+
 // Arithmetic with alpha: a + alpha * b (Sub: a - alpha * b).
 ir::NodePtr add_like(Op op, const char* name, const Arg& a, const Arg& b,
                      std::optional<Scalar> alpha) {
@@ -160,8 +167,7 @@ Tensor Tensor::add(const Tensor& o, Scalar alpha) const {
 }
 Tensor Tensor::add(Scalar o, Scalar alpha) const {
   LAZYX_LOCK;
-  Scalar v = (o.is_floating() || alpha.is_floating()) ? Scalar(o.to_double() * alpha.to_double())
-                                                      : Scalar(o.to_int() * alpha.to_int());
+  Scalar v = scaled(o, alpha);
   return make_tensor(add_like(Op::Add, "add", arg("add", *this), arg(v), std::nullopt));
 }
 Tensor Tensor::sub(const Tensor& o) const {
@@ -174,8 +180,7 @@ Tensor Tensor::sub(const Tensor& o, Scalar alpha) const {
 }
 Tensor Tensor::sub(Scalar o, Scalar alpha) const {
   LAZYX_LOCK;
-  Scalar v = (o.is_floating() || alpha.is_floating()) ? Scalar(o.to_double() * alpha.to_double())
-                                                      : Scalar(o.to_int() * alpha.to_int());
+  Scalar v = scaled(o, alpha);
   return make_tensor(add_like(Op::Sub, "sub", arg("sub", *this), arg(v), std::nullopt));
 }
 Tensor Tensor::mul(const Tensor& o) const {
@@ -221,8 +226,7 @@ Tensor& Tensor::add_(const Tensor& o, Scalar alpha) {
 }
 Tensor& Tensor::add_(Scalar o, Scalar alpha) {
   LAZYX_LOCK;
-  Scalar v = (o.is_floating() || alpha.is_floating()) ? Scalar(o.to_double() * alpha.to_double())
-                                                      : Scalar(o.to_int() * alpha.to_int());
+  Scalar v = scaled(o, alpha);
   return assign_inplace("add_", *this,
                         add_like(Op::Add, "add_", arg("add_", *this), arg(v), std::nullopt));
 }
@@ -238,8 +242,7 @@ Tensor& Tensor::sub_(const Tensor& o, Scalar alpha) {
 }
 Tensor& Tensor::sub_(Scalar o, Scalar alpha) {
   LAZYX_LOCK;
-  Scalar v = (o.is_floating() || alpha.is_floating()) ? Scalar(o.to_double() * alpha.to_double())
-                                                      : Scalar(o.to_int() * alpha.to_int());
+  Scalar v = scaled(o, alpha);
   return assign_inplace("sub_", *this,
                         add_like(Op::Sub, "sub_", arg("sub_", *this), arg(v), std::nullopt));
 }
