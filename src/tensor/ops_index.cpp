@@ -19,10 +19,7 @@ std::optional<std::vector<int64_t>> known_indices(const TensorImpl& t) {
   if (n > (1 << 16)) return std::nullopt;
   std::vector<int64_t> out(n);
   const char* base = static_cast<const char*>(st->data()->data());
-  Shape idx(t.sizes().size(), 0);
-  for (int64_t k = 0; k < n; ++k) {
-    int64_t off = t.offset();
-    for (size_t d = 0; d < idx.size(); ++d) off += idx[d] * t.strides()[d];
+  t.for_each_offset([&](int64_t k, int64_t off) {
     if (t.dtype() == kInt64) {
       std::memcpy(&out[k], base + off * 8, 8);
     } else {
@@ -30,11 +27,7 @@ std::optional<std::vector<int64_t>> known_indices(const TensorImpl& t) {
       std::memcpy(&v, base + off * 4, 4);
       out[k] = v;
     }
-    for (size_t d = idx.size(); d-- > 0;) {
-      if (++idx[d] < t.sizes()[d]) break;
-      idx[d] = 0;
-    }
-  }
+  });
   return out;
 }
 

@@ -47,10 +47,7 @@ std::vector<T> read_values(const char* op, const Tensor& t) {
   reference::Val v{static_cast<char*>(st->data()->data()), st->dtype(), st->shape()};
   int64_t n = ir::shape_numel(i.sizes());
   std::vector<T> out(n);
-  Shape idx(i.sizes().size(), 0);
-  for (int64_t k = 0; k < n; ++k) {
-    int64_t off = i.offset();
-    for (size_t d = 0; d < idx.size(); ++d) off += idx[d] * i.strides()[d];
+  i.for_each_offset([&](int64_t k, int64_t off) {
     if constexpr (std::is_floating_point_v<T>) {
       out[k] = static_cast<T>(reference::get_f(v, off));
     } else if constexpr (std::is_same_v<T, bool>) {
@@ -58,11 +55,7 @@ std::vector<T> read_values(const char* op, const Tensor& t) {
     } else {
       out[k] = static_cast<T>(reference::get_i(v, off));
     }
-    for (size_t d = idx.size(); d-- > 0;) {
-      if (++idx[d] < i.sizes()[d]) break;
-      idx[d] = 0;
-    }
-  }
+  });
   return out;
 }
 
@@ -109,16 +102,7 @@ void Tensor::copy_to_host(void* dst) const {
     return;
   }
   char* out = static_cast<char*>(dst);
-  Shape idx(i.sizes().size(), 0);
-  for (int64_t k = 0; k < n; ++k) {
-    int64_t off = i.offset();
-    for (size_t d = 0; d < idx.size(); ++d) off += idx[d] * i.strides()[d];
-    std::memcpy(out + k * es, src + off * es, es);
-    for (size_t d = idx.size(); d-- > 0;) {
-      if (++idx[d] < i.sizes()[d]) break;
-      idx[d] = 0;
-    }
-  }
+  i.for_each_offset([&](int64_t k, int64_t off) { std::memcpy(out + k * es, src + off * es, es); });
 }
 
 std::string Tensor::to_string() const {

@@ -91,6 +91,25 @@ class TensorImpl {
   bool is_identity() const { return identity_; }
   bool is_contiguous() const;
 
+  // Calls f(k, off) for each element k in row-major order, at element offset `off` of the storage.
+  template <typename F>
+  void for_each_offset(F&& f) const {
+    const Shape& sz = sizes();
+    const Shape& st = strides();
+    int64_t n = ir::shape_numel(sz);
+    Shape idx(sz.size(), 0);
+    int64_t off = offset_;
+    for (int64_t k = 0; k < n; ++k) {
+      f(k, off);
+      for (size_t d = sz.size(); d-- > 0;) {
+        off += st[d];
+        if (++idx[d] < sz[d]) break;
+        off -= st[d] * idx[d];
+        idx[d] = 0;
+      }
+    }
+  }
+
   // The value as an IR node: the storage's value, gathered through the view.
   ir::NodePtr value(const char* op) const;
   // In-place update: `v` (same shape) becomes this tensor's value; through a view, it is
