@@ -41,6 +41,8 @@ DonationPlan decide_donation(const DonationInput& in) {
     ParamReport r;
     r.buffer_id = b->id();
     r.bytes = static_cast<int64_t>(b->bytes());
+    r.shape = in.param_nodes[p]->shape();
+    r.dtype = in.param_nodes[p]->dtype();
 
     // Who holds b now, and which of them this program rewrites.
     std::vector<size_t> rewritten;  // target indices whose alias source is b
@@ -55,10 +57,6 @@ DonationPlan decide_donation(const DonationInput& in) {
       if (s->data().get() != b) continue;
       if (!holder) holder = s;
       if (s->donate_flag()) flagged = s;
-    }
-    if (holder) {
-      r.shape = holder->shape();
-      r.dtype = holder->dtype();
     }
     int holders = b->holders();
     int rewritten_n = static_cast<int>(rewritten.size());

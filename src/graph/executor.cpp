@@ -192,6 +192,7 @@ void sync_storages(SyncKind kind, std::vector<Storage*> targets) {
   }
   walk(op, w);
   din.params = w.params;
+  for (int32_t pi : w.param_instr) din.param_nodes.push_back(w.order[pi]);
   DonationPlan plan = decide_donation(din);
 
   std::shared_ptr<CachedProgram> prog;

@@ -18,6 +18,7 @@ void sync_storages(SyncKind kind, std::vector<Storage*> targets);
 struct DonationInput {
   SyncKind kind;
   std::vector<runtime::Buffer*> params;   // per parameter slot
+  std::vector<const ir::Node*> param_nodes;  // per parameter slot, for shape and dtype
   std::vector<Storage*> targets;          // storages this sync rewrites or assigns
   std::vector<int32_t> target_output;     // per target: its program output, -1 if pass-through
   std::vector<runtime::Buffer*> target_passthrough;  // per target: the buffer it takes as is
