@@ -1,0 +1,571 @@
+// The cpu backend: plans a lowered graph into steps (fused LLVM loops, GEMM calls and reference
+// kernels for everything else), gives every intermediate an offset in one arena, decides which
+// donated outputs can be written in place (rule 6 of ALIASING.md), and runs the steps.
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <queue>
+#include <set>
+
+#include "backends/backend.h"
+#include "backends/cpu/codegen.h"
+#include "backends/cpu/gemm.h"
+#include "backends/cpu/thread_pool.h"
+#include "backends/reference/kernels.h"
+#include "ir/shape_infer.h"
+#include "lazyx/error.h"
+
+namespace lazyx::cpu {
+
+using backend::Instr;
+using backend::LoweredGraph;
+using ir::Op;
+using reference::Val;
+
+namespace {
+
+constexpr int64_t kAlign = 64;
+constexpr int64_t kParallelMin = 1 << 15;  // elements below which a fused loop runs inline
+
+enum class StepKind : uint8_t { Fused, Ref, Matmul };
+
+struct Step {
+  StepKind kind;
+  int32_t instr = -1;             // Ref / Matmul
+  int32_t spec = -1;              // Fused
+  std::vector<int32_t> arg_instr; // Fused: the instruction whose storage each argument is
+  int64_t numel = 0;
+  int64_t inner = 1;              // work per index of the parallel range
+};
+
+enum class LocKind : uint8_t { None, Param, Scalar, Arena, Output };
+struct Loc {
+  LocKind kind = LocKind::None;
+  int64_t v = 0;  // param slot, arena offset or output index
+};
+
+struct Copy {
+  int32_t src_instr;  // read from this instruction's location
+  int32_t out;        // into this output's buffer
+};
+
+class CpuProgram : public backend::Program {
+ public:
+  LoweredGraph g;
+  std::vector<Step> steps;
+  std::vector<FusedSpec> specs;
+  std::vector<KernelFn> kernels;
+  std::unique_ptr<CompiledModule> code;
+  std::vector<Loc> loc;
+  std::vector<Loc> temp_loc;       // per output: a temporary for a deferred donated output
+  std::vector<Copy> leaf_copies;   // outputs whose value is a parameter or scalar
+  std::vector<int32_t> deferred;   // donated outputs computed into a temporary
+  std::vector<Copy> dup_copies;    // repeated outputs
+  std::vector<char> fresh_output;  // outputs the backend allocates
+  int64_t arena_bytes = 0;
+};
+
+// First-fit offsets in one arena for values with known lifetimes.
+class ArenaPlanner {
+ public:
+  int64_t alloc(int64_t bytes) {
+    bytes = (std::max<int64_t>(bytes, 1) + kAlign - 1) / kAlign * kAlign;
+    for (auto it = free_.begin(); it != free_.end(); ++it) {
+      if (it->second >= bytes) {
+        int64_t off = it->first, size = it->second;
+        free_.erase(it);
+        if (size > bytes) free_[off + bytes] = size - bytes;
+        return off;
+      }
+    }
+    // Grow: reuse a free block at the end if there is one.
+    if (!free_.empty()) {
+      auto last = std::prev(free_.end());
+      if (last->first + last->second == end_) {
+        int64_t off = last->first;
+        free_.erase(last);
+        end_ = off + bytes;
+        return off;
+      }
+    }
+    int64_t off = end_;
+    end_ += bytes;
+    return off;
+  }
+  void release(int64_t off, int64_t bytes) {
+    bytes = (std::max<int64_t>(bytes, 1) + kAlign - 1) / kAlign * kAlign;
+    auto it = free_.emplace(off, bytes).first;
+    auto nx = std::next(it);
+    if (nx != free_.end() && it->first + it->second == nx->first) {
+      it->second += nx->second;
+      free_.erase(nx);
+    }
+    if (it != free_.begin()) {
+      auto pv = std::prev(it);
+      if (pv->first + pv->second == it->first) {
+        pv->second += it->second;
+        free_.erase(it);
+      }
+    }
+  }
+  int64_t size() const { return end_; }
+
+ private:
+  std::map<int64_t, int64_t> free_;
+  int64_t end_ = 0;
+};
+
+int64_t value_bytes(const Instr& in) {
+  return ir::shape_numel(in.shape) * static_cast<int64_t>(dtype_size(in.dtype));
+}
+
+bool is_leaf(Op op) { return op == Op::Parameter || op == Op::Scalar; }
+
+// Strides of operand shape s broadcast into out (0 on broadcast dims), as the reference does.
+Shape broadcast_strides(const Shape& s, const Shape& out) {
+  Shape st(out.size(), 0);
+  Shape cs = ir::contiguous_strides(s);
+  size_t lead = out.size() - s.size();
+  for (size_t d = 0; d < s.size(); ++d) {
+    if (s[d] != 1 || out[d + lead] == 1) st[d + lead] = s[d] == 1 ? 0 : cs[d];
+  }
+  return st;
+}
+
+bool identity_access(const Shape& s, const Shape& out) {
+  if (ir::shape_numel(s) != ir::shape_numel(out)) return false;
+  Shape st = broadcast_strides(s, out), cs = ir::contiguous_strides(out);
+  for (size_t d = 0; d < out.size(); ++d) {
+    if (out[d] != 1 && st[d] != cs[d]) return false;
+  }
+  return true;
+}
+
+std::unique_ptr<CpuProgram> plan(const LoweredGraph& g) {
+  auto p = std::make_unique<CpuProgram>();
+  p->g = g;
+  const int32_t n = static_cast<int32_t>(g.instrs.size());
+  const size_t nout = g.outputs.size();
+
+  // Fusion groups, greedily in topological order. A node joins the group of one of its
+  // operands when the shapes match and the unit graph stays acyclic (the group must not reach
+  // the units of the node's other operands).
+  std::vector<int32_t> unit_of(n, -1);
+  struct Unit {
+    std::vector<int32_t> members;
+    bool fused = false;
+    Shape shape;
+    int32_t reduce = -1;   // a reduction computed by this group's loop; closes the group
+    bool has_arange = false;
+  };
+  std::vector<Unit> units;
+  std::vector<std::set<int32_t>> usucc;
+  auto reaches = [&](int32_t from, const std::set<int32_t>& targets) {
+    if (targets.empty()) return false;
+    std::vector<char> seen(units.size(), 0);
+    std::vector<int32_t> stack{from};
+    seen[from] = 1;
+    while (!stack.empty()) {
+      int32_t u = stack.back();
+      stack.pop_back();
+      for (int32_t v : usucc[u]) {
+        if (targets.count(v)) return true;
+        if (!seen[v]) {
+          seen[v] = 1;
+          stack.push_back(v);
+        }
+      }
+    }
+    return false;
+  };
+  for (int32_t i = 0; i < n; ++i) {
+    const Instr& in = g.instrs[i];
+    if (is_leaf(in.op)) continue;
+    int32_t chosen = -1;
+    if (fusable(g, i)) {
+      for (int32_t c : in.inputs) {
+        int32_t G = unit_of[c];
+        if (G < 0 || !units[G].fused || units[G].shape != in.shape || units[G].reduce >= 0) continue;
+        std::set<int32_t> others;
+        for (int32_t c2 : in.inputs) {
+          if (unit_of[c2] >= 0 && unit_of[c2] != G) others.insert(unit_of[c2]);
+        }
+        if (!reaches(G, others)) {
+          chosen = G;
+          break;
+        }
+      }
+    }
+    bool reduce = false;
+    if (chosen < 0 && reduction_fusable(g, i)) {
+      // A reduction joins the group of its input (a prologue), or starts its own loop.
+      int32_t x = in.inputs[0];
+      int32_t G = unit_of[x];
+      reduce = true;
+      bool mergeable = false;
+      if (G >= 0 && units[G].fused && units[G].shape == g.instrs[x].shape && units[G].reduce < 0 &&
+          !units[G].has_arange) {
+        std::vector<Shape> strides{ir::contiguous_strides(units[G].shape)};
+        for (int32_t m : units[G].members) {
+          for (int32_t c : g.instrs[m].inputs) {
+            if (unit_of[c] != G && g.instrs[c].op != Op::Scalar) {
+              strides.push_back(broadcast_strides(g.instrs[c].shape, units[G].shape));
+            }
+          }
+        }
+        mergeable = reduction_mergeable(g, i, units[G].shape, strides);
+      }
+      if (mergeable) {
+        chosen = G;
+      } else {
+        chosen = static_cast<int32_t>(units.size());
+        units.push_back({});
+        usucc.emplace_back();
+        units[chosen].fused = true;
+        units[chosen].shape = g.instrs[x].shape;
+      }
+      units[chosen].reduce = i;
+    }
+    if (chosen < 0) {
+      chosen = static_cast<int32_t>(units.size());
+      units.push_back({});
+      usucc.emplace_back();
+      units[chosen].fused = fusable(g, i);
+      units[chosen].shape = in.shape;
+    }
+    if (in.op == Op::Arange) units[chosen].has_arange = true;
+    (void)reduce;
+    unit_of[i] = chosen;
+    units[chosen].members.push_back(i);
+    for (int32_t c : in.inputs) {
+      if (unit_of[c] >= 0 && unit_of[c] != chosen) usucc[unit_of[c]].insert(chosen);
+    }
+  }
+  const int32_t nunits = static_cast<int32_t>(units.size());
+  std::vector<int32_t> group(n, -1);
+  for (int32_t i = 0; i < n; ++i) {
+    if (unit_of[i] >= 0 && units[unit_of[i]].fused) group[i] = unit_of[i];
+  }
+  auto group_shape = [&](int32_t u) -> const Shape& { return units[u].shape; };
+
+  std::vector<std::vector<int32_t>> output_indices(n);
+  for (size_t o = 0; o < nout; ++o) output_indices[g.outputs[o]].push_back(static_cast<int32_t>(o));
+  std::vector<int32_t> donor_of_output(nout, -1);
+  for (size_t s = 0; s < g.donation.size(); ++s) {
+    if (g.donation[s] >= 0) donor_of_output[g.donation[s]] = static_cast<int32_t>(s);
+  }
+
+  // Topological order of units; units that write donated outputs go as late as they can.
+  std::vector<std::set<int32_t>> succ(nunits);
+  std::vector<int32_t> indeg(nunits, 0);
+  std::vector<char> writes_donated(nunits, 0);
+  for (int32_t u = 0; u < nunits; ++u) {
+    for (int32_t m : units[u].members) {
+      for (int32_t o : output_indices[m]) if (donor_of_output[o] >= 0) writes_donated[u] = 1;
+      for (int32_t c : g.instrs[m].inputs) {
+        int32_t cu = unit_of[c];
+        if (cu >= 0 && cu != u && succ[cu].insert(u).second) indeg[u]++;
+      }
+    }
+  }
+  using Key = std::pair<int32_t, int32_t>;  // (writes donated, first member)
+  std::priority_queue<Key, std::vector<Key>, std::greater<Key>> ready;
+  for (int32_t u = 0; u < nunits; ++u) {
+    if (indeg[u] == 0) ready.push({writes_donated[u], units[u].members.front()});
+  }
+  std::vector<int32_t> order, pos(nunits, -1);
+  while (!ready.empty()) {
+    int32_t u = unit_of[ready.top().second];
+    ready.pop();
+    pos[u] = static_cast<int32_t>(order.size());
+    order.push_back(u);
+    for (int32_t v : succ[u]) {
+      if (--indeg[v] == 0) ready.push({writes_donated[v], units[v].members.front()});
+    }
+  }
+  if (static_cast<int32_t>(order.size()) != nunits) {
+    ir::fail("cpu", "internal: the fusion plan has a cycle.");
+  }
+  const int32_t kEnd = nunits;  // position of the final copies
+
+  // Which values need storage, and where each is last read.
+  std::vector<char> needs(n, 0);
+  std::vector<int32_t> last_use(n, -1);
+  for (int32_t i = 0; i < n; ++i) {
+    for (int32_t c : g.instrs[i].inputs) {
+      int32_t u = unit_of[i];
+      if (u < 0) continue;
+      last_use[c] = std::max(last_use[c], pos[u]);
+      if (!units[u].fused || group[c] != u) needs[c] = 1;
+    }
+    if (unit_of[i] >= 0 && units[unit_of[i]].reduce == i) needs[i] = 1;
+  }
+  for (size_t o = 0; o < nout; ++o) {
+    needs[g.outputs[o]] = 1;
+    last_use[g.outputs[o]] = kEnd;
+  }
+  int32_t last_failing = -1;
+  for (int32_t u = 0; u < nunits; ++u) {
+    for (int32_t m : units[u].members) {
+      if (ir::op_info(g.instrs[m].op).can_fail) last_failing = std::max(last_failing, pos[u]);
+    }
+  }
+
+  // Locations of leaves and outputs.
+  p->loc.assign(n, {});
+  p->temp_loc.assign(nout, {});
+  p->fresh_output.assign(nout, 0);
+  std::vector<int32_t> storage_key(n);  // instruction whose storage a value occupies
+  for (int32_t i = 0; i < n; ++i) storage_key[i] = i;
+  for (int32_t i = 0; i < n; ++i) {
+    const Instr& in = g.instrs[i];
+    if (in.op == Op::Parameter) p->loc[i] = {LocKind::Param, in.slot};
+    if (in.op == Op::Scalar) p->loc[i] = {LocKind::Scalar, i};
+  }
+  std::vector<char> temp_needed(nout, 0);
+  for (int32_t x = 0; x < n; ++x) {
+    const auto& outs = output_indices[x];
+    if (outs.empty()) continue;
+    int32_t o = outs[0];
+    for (size_t k = 1; k < outs.size(); ++k) p->dup_copies.push_back({x, outs[k]});
+    const Instr& in = g.instrs[x];
+    if (is_leaf(in.op)) {
+      p->leaf_copies.push_back({x, o});
+      if (donor_of_output[o] < 0) p->fresh_output[o] = 1;
+      continue;
+    }
+    int32_t donor = donor_of_output[o];
+    if (donor < 0) {
+      p->loc[x] = {LocKind::Output, o};
+      p->fresh_output[o] = 1;
+      continue;
+    }
+    // A donated output: written in place only when every other read of the donor comes first
+    // and every instruction that can fail has run (rule 6; failed runs change nothing).
+    int32_t pi = g.param_instr[donor];
+    int32_t u = unit_of[x];
+    bool ok = last_failing <= pos[u];
+    for (int32_t r = 0; r < n && ok; ++r) {
+      const Instr& ri = g.instrs[r];
+      int32_t reads = static_cast<int32_t>(std::count(ri.inputs.begin(), ri.inputs.end(), pi));
+      if (reads == 0) continue;
+      int32_t ru = unit_of[r];
+      if (pos[ru] > pos[u]) ok = false;
+      if (pos[ru] < pos[u]) continue;
+      if (units[u].fused) {
+        // Read through the group's input at the index being written.
+        bool reduced_out = units[u].reduce == x &&
+                           ir::shape_numel(in.shape) != ir::shape_numel(group_shape(u));
+        if (reduced_out || !identity_access(g.instrs[pi].shape, group_shape(u)) ||
+            dtype_size(g.instrs[pi].dtype) != dtype_size(in.dtype)) {
+          ok = false;
+        }
+      } else {
+        const ir::OpInfo& info = ir::op_info(ri.op);
+        bool self_ok = (info.elementwise_inplace_ok && g.instrs[pi].shape == in.shape &&
+                        g.instrs[pi].dtype == in.dtype && ri.op != Op::Matmul) ||
+                       (info.updates_operand0 && reads == 1 && ri.inputs[0] == pi);
+        if (!self_ok || r != x) ok = false;
+      }
+    }
+    // Parameters copied to other outputs at the end are read last.
+    for (const auto& lc : p->leaf_copies) if (lc.src_instr == pi) ok = false;
+    for (size_t o2 = 0; o2 < nout && ok; ++o2) {
+      if (g.outputs[o2] == pi && static_cast<int32_t>(o2) != o) ok = false;
+    }
+    if (ok) {
+      p->loc[x] = {LocKind::Output, o};
+      storage_key[x] = pi;
+    } else {
+      temp_needed[o] = 1;
+      p->deferred.push_back(o);
+    }
+  }
+
+  // Arena offsets by a linear scan over unit positions.
+  ArenaPlanner arena;
+  std::vector<std::vector<int32_t>> free_at(nunits + 1);
+  for (int32_t step = 0; step < nunits; ++step) {
+    int32_t u = order[step];
+    for (int32_t m : units[u].members) {
+      if (!needs[m]) continue;
+      const auto& outs = output_indices[m];
+      if (!outs.empty() && !temp_needed[outs[0]]) continue;  // in an output buffer
+      int64_t off = arena.alloc(value_bytes(g.instrs[m]));
+      if (!outs.empty()) {
+        p->loc[m] = {LocKind::Arena, off};
+        p->temp_loc[outs[0]] = {LocKind::Arena, off};
+        continue;  // lives to the end
+      }
+      p->loc[m] = {LocKind::Arena, off};
+      free_at[std::max(last_use[m], step)].push_back(m);
+    }
+    for (int32_t m : free_at[step]) arena.release(p->loc[m].v, value_bytes(g.instrs[m]));
+  }
+  p->arena_bytes = arena.size();
+
+  // Steps and fused loop specs.
+  for (int32_t step = 0; step < nunits; ++step) {
+    int32_t u = order[step];
+    const Unit& U = units[u];
+    Step s;
+    if (!U.fused) {
+      s.instr = U.members[0];
+      s.kind = g.instrs[s.instr].op == Op::Matmul ? StepKind::Matmul : StepKind::Ref;
+      s.numel = ir::shape_numel(g.instrs[s.instr].shape);
+      p->steps.push_back(std::move(s));
+      continue;
+    }
+    FusedSpec spec;
+    spec.shape = group_shape(u);
+    spec.members = U.members;
+    std::map<int32_t, int32_t> arg_of_key;
+    auto arg_for = [&](int32_t instr) {
+      int32_t key = storage_key[instr];
+      auto [it, inserted] = arg_of_key.emplace(key, static_cast<int32_t>(s.arg_instr.size()));
+      if (inserted) s.arg_instr.push_back(instr);
+      return it->second;
+    };
+    std::set<int32_t> seen;
+    for (int32_t m : U.members) {
+      for (int32_t c : g.instrs[m].inputs) {
+        if (group[c] == u || !seen.insert(c).second) continue;
+        FusedSpec::Input inp;
+        inp.instr = c;
+        if (g.instrs[c].op != Op::Scalar) {
+          inp.arg = arg_for(c);
+          inp.strides = broadcast_strides(g.instrs[c].shape, spec.shape);
+        }
+        spec.inputs.push_back(inp);
+      }
+    }
+    for (int32_t m : U.members) {
+      if (needs[m]) spec.outputs.push_back({m, arg_for(m)});
+    }
+    spec.num_args = static_cast<int32_t>(s.arg_instr.size());
+    s.kind = StepKind::Fused;
+    s.spec = static_cast<int32_t>(p->specs.size());
+    s.numel = ir::shape_numel(spec.shape);
+    if (U.reduce >= 0) {
+      spec.reduce_instr = U.reduce;
+      for (const auto& o : spec.outputs) if (o.instr == U.reduce) spec.reduce_arg = o.arg;
+      s.numel = ir::shape_numel(g.instrs[U.reduce].shape);
+      s.inner = s.numel > 0 ? std::max<int64_t>(1, ir::shape_numel(spec.shape) / s.numel) : 1;
+    }
+    p->specs.push_back(std::move(spec));
+    p->steps.push_back(std::move(s));
+  }
+  return p;
+}
+
+class CpuBackend : public backend::Backend {
+ public:
+  std::string name() const override { return "cpu"; }
+
+  std::unique_ptr<backend::Program> compile(const LoweredGraph& g) override {
+    auto p = plan(g);
+    p->kernels = compile_fused(p->g, p->specs, p->code);
+    return p;
+  }
+
+  void execute(backend::Program& prog, const backend::ExecArgs& args) override {
+    auto& p = static_cast<CpuProgram&>(prog);
+    const LoweredGraph& g = p.g;
+    auto& outputs = *args.outputs;
+    const size_t n = g.instrs.size();
+    runtime::BufferPtr arena;
+    if (p.arena_bytes > 0) arena = allocate(static_cast<size_t>(p.arena_bytes));
+    for (size_t o = 0; o < outputs.size(); ++o) {
+      if (p.fresh_output[o]) outputs[o] = allocate(static_cast<size_t>(value_bytes(g.instrs[g.outputs[o]])));
+    }
+    std::vector<int64_t> scalar_store(n, 0);
+    std::vector<char*> ptr(n, nullptr);
+    auto resolve = [&](const Loc& l, size_t i) -> char* {
+      switch (l.kind) {
+        case LocKind::Param: return static_cast<char*>(args.params[l.v]->data());
+        case LocKind::Scalar: {
+          Val v{reinterpret_cast<char*>(&scalar_store[i]), g.instrs[i].dtype, {}};
+          const auto& s = args.scalars[g.instrs[i].slot];
+          if (is_floating(v.dtype)) reference::set_f(v, 0, s.f); else reference::set_i(v, 0, s.i);
+          return v.data;
+        }
+        case LocKind::Arena: return static_cast<char*>(arena->data()) + l.v;
+        case LocKind::Output: return static_cast<char*>(outputs[l.v]->data());
+        default: return nullptr;
+      }
+    };
+    for (size_t i = 0; i < n; ++i) ptr[i] = resolve(p.loc[i], i);
+
+    std::vector<void*> bufs;
+    for (const Step& s : p.steps) {
+      if (s.numel == 0) continue;
+      if (s.kind == StepKind::Fused) {
+        bufs.assign(s.arg_instr.size(), nullptr);
+        for (size_t a = 0; a < s.arg_instr.size(); ++a) bufs[a] = ptr[s.arg_instr[a]];
+        KernelFn fn = p.kernels[s.spec];
+        void* const* bp = bufs.data();
+        const backend::ScalarValue* sc = args.scalars.data();
+        int64_t grain = s.inner > 1 ? 1 : 64;
+        ThreadPool::get().parallel_for(s.numel, grain, (kParallelMin + s.inner - 1) / s.inner,
+                                       [&](int64_t b, int64_t e) { fn(bp, sc, b, e); });
+        continue;
+      }
+      const Instr& in = g.instrs[s.instr];
+      std::vector<Val> vals;
+      vals.reserve(in.inputs.size());
+      for (int32_t c : in.inputs) vals.push_back({ptr[c], g.instrs[c].dtype, g.instrs[c].shape});
+      std::vector<const Val*> ops;
+      for (const Val& v : vals) ops.push_back(&v);
+      Val out{ptr[s.instr], in.dtype, in.shape};
+      if (s.kind == StepKind::Matmul) {
+        gemm_matmul(in, *ops[0], *ops[1], out);
+        continue;
+      }
+      run_ref(in, ops, out);
+    }
+    // Final copies: parameters and scalars that are outputs (reading the old contents first),
+    // then donated outputs computed into temporaries, then repeated outputs.
+    for (const Copy& c : p.leaf_copies) {
+      size_t bytes = static_cast<size_t>(value_bytes(g.instrs[c.src_instr]));
+      char* dst = static_cast<char*>(outputs[c.out]->data());
+      if (bytes && dst != ptr[c.src_instr]) std::memmove(dst, ptr[c.src_instr], bytes);
+    }
+    for (int32_t o : p.deferred) {
+      int32_t x = g.outputs[o];
+      size_t bytes = static_cast<size_t>(value_bytes(g.instrs[x]));
+      if (bytes) std::memcpy(outputs[o]->data(), ptr[x], bytes);
+      ptr[x] = static_cast<char*>(outputs[o]->data());
+    }
+    for (const Copy& c : p.dup_copies) {
+      size_t bytes = static_cast<size_t>(value_bytes(g.instrs[c.src_instr]));
+      if (!outputs[c.out]) outputs[c.out] = allocate(bytes);
+      char* dst = static_cast<char*>(outputs[c.out]->data());
+      if (bytes && dst != ptr[c.src_instr]) std::memmove(dst, ptr[c.src_instr], bytes);
+    }
+  }
+
+ private:
+  static void run_ref(const Instr& in, const std::vector<const Val*>& a, const Val& out) {
+    switch (ir::op_info(in.op).family) {
+      case ir::OpFamily::Elementwise: reference::run_elementwise(in, a, out); return;
+      case ir::OpFamily::Reduce: reference::run_reduce(in, *a[0], out); return;
+      default: break;
+    }
+    switch (in.op) {
+      case Op::Softmax:
+      case Op::LogSoftmax: reference::run_softmax(in, *a[0], out); return;
+      case Op::AsStrided: reference::run_as_strided(in, *a[0], out); return;
+      case Op::AsStridedScatter: reference::run_as_strided_scatter(in, *a[0], *a[1], out); return;
+      case Op::Cat: reference::run_cat(in, a, out); return;
+      default: reference::run_index(in, a, out); return;
+    }
+  }
+};
+
+}  // namespace
+
+}  // namespace lazyx::cpu
+
+namespace lazyx::backend {
+std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<cpu::CpuBackend>(); }
+}  // namespace lazyx::backend

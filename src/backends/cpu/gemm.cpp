@@ -1,0 +1,70 @@
+// oneDNN was measured against OpenBLAS at our shapes (BENCHMARKS.md, "CPU backend"): with the
+// OPENBLAS_CORETYPE=Haswell setting of these machines OpenBLAS reaches about half of oneDNN's
+// single-thread rate, and without it the two are on par. oneDNN threads with OpenMP; we give
+// it the pool's thread count.
+#include "backends/cpu/gemm.h"
+
+#include <dnnl.h>
+#include <omp.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/thread_pool.h"
+#include "ir/shape_infer.h"
+
+namespace lazyx::cpu {
+
+void gemm_matmul(const backend::Instr& in, const reference::Val& a, const reference::Val& b,
+                 const reference::Val& out) {
+  if (in.dtype != kFloat32 || a.dtype != kFloat32 || b.dtype != kFloat32) {
+    reference::run_matmul(in, a, b, out);
+    return;
+  }
+  const Shape& os = out.shape;
+  size_t r = os.size();
+  int64_t n = os[r - 2], m = os[r - 1], k = a.shape.back();
+  if (n == 0 || m == 0) return;
+  Shape batch(os.begin(), os.end() - 2);
+  Shape ab(a.shape.begin(), a.shape.end() - 2), bb(b.shape.begin(), b.shape.end() - 2);
+  auto batch_strides = [&](const Shape& s) {
+    Shape st(batch.size(), 0);
+    int64_t acc = 1;
+    size_t lead = batch.size() - s.size();
+    for (size_t d = s.size(); d-- > 0;) {
+      st[d + lead] = s[d] == 1 ? 0 : acc;
+      acc *= s[d];
+    }
+    return st;
+  };
+  Shape sa = batch_strides(ab), sb = batch_strides(bb);
+  int64_t nb = ir::shape_numel(batch);
+  const float* A = reinterpret_cast<const float*>(a.data);
+  const float* B = reinterpret_cast<const float*>(b.data);
+  float* Cm = reinterpret_cast<float*>(out.data);
+  if (k == 0) {
+    std::memset(Cm, 0, static_cast<size_t>(nb * n * m) * sizeof(float));
+    return;
+  }
+  omp_set_num_threads(ThreadPool::get().size());
+  std::vector<int64_t> idx(batch.size(), 0);
+  for (int64_t bi = 0; bi < nb; ++bi) {
+    int64_t oa = 0, ob = 0;
+    for (size_t d = 0; d < idx.size(); ++d) {
+      oa += idx[d] * sa[d];
+      ob += idx[d] * sb[d];
+    }
+    dnnl_status_t st = dnnl_sgemm('N', 'N', n, m, k, 1.0f, A + oa * n * k, k, B + ob * k * m, m,
+                                  0.0f, Cm + bi * n * m, m);
+    if (st != dnnl_success) {
+      ir::fail("matmul", "oneDNN sgemm failed with status " + std::to_string(static_cast<int>(st)) + ".");
+    }
+    for (size_t d = idx.size(); d-- > 0;) {
+      if (++idx[d] < batch[d]) break;
+      idx[d] = 0;
+    }
+  }
+}
+
+}  // namespace lazyx::cpu
