@@ -36,114 +36,127 @@ DonationPlan decide_donation(const DonationInput& in) {
   DonationPlan plan;
   plan.donation.assign(in.params.size(), -1);
   std::vector<bool> output_taken(in.output_bytes.size(), false);
-  for (size_t p = 0; p < in.params.size(); ++p) {
-    runtime::Buffer* b = in.params[p];
-    ParamReport r;
-    r.buffer_id = b->id();
-    r.bytes = static_cast<int64_t>(b->bytes());
-    r.shape = in.param_nodes[p]->shape();
-    r.dtype = in.param_nodes[p]->dtype();
+  std::vector<ParamReport> reports(in.params.size());
+  std::vector<bool> decided(in.params.size(), false);
+  // Pass 0 gives buffers to their own tensors' outputs (in-place updates) first, so that a
+  // user-requested donation, which may take any output, never takes one of those (pass 1).
+  for (int pass = 0; pass < 2; ++pass) {
+    for (size_t p = 0; p < in.params.size(); ++p) {
+      if (decided[p]) continue;
+      const bool own_only = pass == 0;
+      runtime::Buffer* b = in.params[p];
+      ParamReport r;
+      r.buffer_id = b->id();
+      r.bytes = static_cast<int64_t>(b->bytes());
+      r.shape = in.param_nodes[p]->shape();
+      r.dtype = in.param_nodes[p]->dtype();
 
-    // Who holds b now, and which of them this program rewrites.
-    std::vector<size_t> rewritten;  // target indices whose alias source is b
-    const Storage* passthrough = nullptr;
-    const Storage* flagged = nullptr;
-    for (size_t t = 0; t < in.targets.size(); ++t) {
-      if (in.target_passthrough[t] == b) passthrough = in.targets[t];
-      if (in.targets[t]->data().get() == b && in.target_output[t] >= 0) rewritten.push_back(t);
-    }
-    const Storage* holder = nullptr;  // some storage holding b, for the report
-    for (Storage* s = Storage::first_live(); s; s = s->next_live()) {
-      if (s->data().get() != b) continue;
-      if (!holder) holder = s;
-      if (s->donate_flag()) flagged = s;
-    }
-    int holders = b->holders();
-    int rewritten_n = static_cast<int>(rewritten.size());
-    bool flagged_rewritten =
-        flagged && std::any_of(rewritten.begin(), rewritten.end(),
-                               [&](size_t t) { return in.targets[t] == flagged; });
-    // Holders that still need b after the program: neither rewritten nor giving it away.
-    int others_kept = holders - rewritten_n - (flagged && !flagged_rewritten ? 1 : 0);
+      // Who holds b now, and which of them this program rewrites.
+      std::vector<size_t> rewritten;  // target indices whose alias source is b
+      const Storage* passthrough = nullptr;
+      const Storage* flagged = nullptr;
+      for (size_t t = 0; t < in.targets.size(); ++t) {
+        if (in.target_passthrough[t] == b) passthrough = in.targets[t];
+        if (in.targets[t]->data().get() == b && in.target_output[t] >= 0) rewritten.push_back(t);
+      }
+      const Storage* holder = nullptr;  // some storage holding b, for the report
+      for (Storage* s = Storage::first_live(); s; s = s->next_live()) {
+        if (s->data().get() != b) continue;
+        if (!holder) holder = s;
+        if (s->donate_flag()) flagged = s;
+      }
+      int holders = b->holders();
+      int rewritten_n = static_cast<int>(rewritten.size());
+      bool flagged_rewritten =
+          flagged && std::any_of(rewritten.begin(), rewritten.end(),
+                                 [&](size_t t) { return in.targets[t] == flagged; });
+      // Holders that still need b after the program: neither rewritten nor giving it away.
+      int others_kept = holders - rewritten_n - (flagged && !flagged_rewritten ? 1 : 0);
 
-    auto keep = [&](AliasReason why, std::string detail) {
-      r.reason = why;
-      r.detail = std::move(detail);
-    };
-    auto donate = [&](int32_t out, AliasReason why, std::string detail) {
-      plan.donation[p] = out;
-      output_taken[out] = true;
-      r.donated = true;
-      r.output_index = out;
-      r.output_tensor_id = in.output_tensor[out];
-      r.reason = why;
-      r.detail = std::move(detail);
-    };
+      auto keep = [&](AliasReason why, std::string detail) {
+        if (own_only) return;  // decided in pass 1
+        r.reason = why;
+        r.detail = std::move(detail);
+        decided[p] = true;
+      };
+      auto donate = [&](int32_t out, AliasReason why, std::string detail) {
+        decided[p] = true;
+        plan.donation[p] = out;
+        output_taken[out] = true;
+        r.donated = true;
+        r.output_index = out;
+        r.output_tensor_id = in.output_tensor[out];
+        r.reason = why;
+        r.detail = std::move(detail);
+      };
 
-    if (b->pinned()) {
-      keep(AliasReason::CachedConstant, "owned by the constant cache (scalar_tensor)");
-    } else if (passthrough) {
-      keep(AliasReason::Shared, storage_name(passthrough) + " takes this buffer as its value");
-    } else if (flagged && others_kept == 0) {
-      // User-requested donation (rule 3): to the flagged tensor's own output if it has one,
-      // else to the first free output of the same byte size.
-      if (in.kind != SyncKind::MarkStep && read_elsewhere(b, in.targets)) {
-        keep(AliasReason::ReadElsewhere, "a pending tensor outside this sync still reads it");
+      if (b->pinned()) {
+        keep(AliasReason::CachedConstant, "owned by the constant cache (scalar_tensor)");
+      } else if (passthrough) {
+        keep(AliasReason::Shared, storage_name(passthrough) + " takes this buffer as its value");
+      } else if (flagged && others_kept == 0) {
+        // User-requested donation (rule 3): to the flagged tensor's own output if it has one,
+        // else to the first free output of the same byte size.
+        if (in.kind != SyncKind::MarkStep && read_elsewhere(b, in.targets)) {
+          keep(AliasReason::ReadElsewhere, "a pending tensor outside this sync still reads it");
+        } else {
+          int32_t out = -1;
+          for (size_t t : rewritten) {
+            int32_t o = in.target_output[t];
+            if (!output_taken[o] && in.output_bytes[o] == b->bytes()) out = o;
+          }
+          for (size_t o = 0; !own_only && out < 0 && o < in.output_bytes.size(); ++o) {
+            if (!output_taken[o] && in.output_bytes[o] == b->bytes()) out = static_cast<int32_t>(o);
+          }
+          if (out >= 0) {
+            donate(out, AliasReason::UserRequested,
+                   "set_buffer_donation on " + storage_name(flagged) + "; reused by output " +
+                       std::to_string(out) + " (tensor " + std::to_string(in.output_tensor[out]) +
+                       ")");
+            if (!flagged_rewritten) plan.user_donated.push_back(const_cast<Storage*>(flagged));
+          } else {
+            keep(AliasReason::NoMatchingOutput, "donation requested, but no free output has " +
+                                                    std::to_string(b->bytes()) + " bytes");
+          }
+        }
+      } else if (flagged) {
+        keep(AliasReason::Shared, "donation requested on " + storage_name(flagged) + ", but " +
+                                      std::to_string(others_kept) +
+                                      " other tensor(s) still hold this buffer");
+      } else if (rewritten_n == 0) {
+        keep(AliasReason::NotUpdated,
+             holder ? storage_name(holder) + " holds it and this sync does not rewrite it"
+                    : "read by the graph only; no tensor is rewritten from it");
+      } else if (holders > rewritten_n) {
+        keep(AliasReason::Shared, "also the value of a tensor this sync does not rewrite (" +
+                                      std::to_string(holders - rewritten_n) + " other holder(s))");
+      } else if (in.kind != SyncKind::MarkStep) {
+        keep(AliasReason::PartialSync, "partial syncs never donate on their own (rule 2)");
+      } else if (!in.aliasing_enabled) {
+        keep(AliasReason::Disabled, "LAZYX_ENABLE_PARAM_ALIASING=0");
       } else {
+        // Rule 1a: the alias source of a rewritten tensor. Rule 1d: same bytes and dtype.
         int32_t out = -1;
         for (size_t t : rewritten) {
           int32_t o = in.target_output[t];
-          if (!output_taken[o] && in.output_bytes[o] == b->bytes()) out = o;
-        }
-        for (size_t o = 0; out < 0 && o < in.output_bytes.size(); ++o) {
-          if (!output_taken[o] && in.output_bytes[o] == b->bytes()) out = static_cast<int32_t>(o);
+          if (!output_taken[o] && in.output_bytes[o] == b->bytes() &&
+              in.output_dtype[o] == in.targets[t]->dtype()) {
+            out = o;
+            break;
+          }
         }
         if (out >= 0) {
-          donate(out, AliasReason::UserRequested,
-                 "set_buffer_donation on " + storage_name(flagged) + "; reused by output " +
-                     std::to_string(out) + " (tensor " + std::to_string(in.output_tensor[out]) + ")");
-          if (!flagged_rewritten) plan.user_donated.push_back(const_cast<Storage*>(flagged));
+          donate(out, AliasReason::InPlaceUpdate,
+                 "alias source of tensor " + std::to_string(in.output_tensor[out]) +
+                     ", updated in place; output " + std::to_string(out) + " reuses it");
         } else {
-          keep(AliasReason::NoMatchingOutput,
-               "donation requested, but no free output has " + std::to_string(b->bytes()) + " bytes");
+          keep(AliasReason::NoMatchingOutput, "its tensor's output already reuses another buffer");
         }
       }
-    } else if (flagged) {
-      keep(AliasReason::Shared, "donation requested on " + storage_name(flagged) + ", but " +
-                                    std::to_string(others_kept) +
-                                    " other tensor(s) still hold this buffer");
-    } else if (rewritten_n == 0) {
-      keep(AliasReason::NotUpdated,
-           holder ? storage_name(holder) + " holds it and this sync does not rewrite it"
-                  : "read by the graph only; no tensor is rewritten from it");
-    } else if (holders > rewritten_n) {
-      keep(AliasReason::Shared, "also the value of a tensor this sync does not rewrite (" +
-                                    std::to_string(holders - rewritten_n) + " other holder(s))");
-    } else if (in.kind != SyncKind::MarkStep) {
-      keep(AliasReason::PartialSync, "partial syncs never donate on their own (rule 2)");
-    } else if (!in.aliasing_enabled) {
-      keep(AliasReason::Disabled, "LAZYX_ENABLE_PARAM_ALIASING=0");
-    } else {
-      // Rule 1a: the alias source of a rewritten tensor. Rule 1d: same bytes and dtype.
-      int32_t out = -1;
-      for (size_t t : rewritten) {
-        int32_t o = in.target_output[t];
-        if (!output_taken[o] && in.output_bytes[o] == b->bytes() &&
-            in.output_dtype[o] == in.targets[t]->dtype()) {
-          out = o;
-          break;
-        }
-      }
-      if (out >= 0) {
-        donate(out, AliasReason::InPlaceUpdate,
-               "alias source of tensor " + std::to_string(in.output_tensor[out]) +
-                   ", updated in place; output " + std::to_string(out) + " reuses it");
-      } else {
-        keep(AliasReason::NoMatchingOutput, "its tensor's output already reuses another buffer");
-      }
+      if (decided[p]) reports[p] = std::move(r);
     }
-    plan.reports.push_back(std::move(r));
   }
+  plan.reports = std::move(reports);
   return plan;
 }
 

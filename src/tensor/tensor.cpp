@@ -23,7 +23,10 @@ int64_t Tensor::dim() const { return static_cast<int64_t>(shape().size()); }
 int64_t Tensor::numel() const { return ir::shape_numel(shape()); }
 Dtype Tensor::dtype() const { return impl_of("dtype", *this).dtype(); }
 bool Tensor::is_view() const { return impl_of("is_view", *this).is_view(); }
-bool Tensor::is_contiguous() const { return impl_of("is_contiguous", *this).is_contiguous(); }
+bool Tensor::is_contiguous() const {
+  EngineLock lock(engine_mutex());  // may compute a base's strides
+  return impl_of("is_contiguous", *this).is_contiguous();
+}
 bool Tensor::is_pending() const {
   EngineLock lock(engine_mutex());
   return impl_of("is_pending", *this).storage()->pending();
