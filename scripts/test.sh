@@ -1,8 +1,35 @@
 #!/usr/bin/env bash
 # The test command: installs dependencies, builds everything, runs every test through CTest
-# (GoogleTest cases, the fuzz batch and the pytest suites are all registered there).
+# (GoogleTest cases, the fuzz batch and the pytest suites are all registered there), then the
+# C++ tests and a fuzz batch again under AddressSanitizer and UndefinedBehaviorSanitizer.
+# Ends with one line counting every test of both runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+B=${BUILD_DIR:-build}
+A=${ASAN_BUILD_DIR:-build-asan}
+jobs=$(nproc)
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+
 scripts/install_deps.sh all
 scripts/build.sh
-ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure -j"$(nproc)"
+
+status=0
+ctest --test-dir "$B" --output-on-failure -j"$jobs" 2>&1 | tee -a "$log" || status=1
+
+if [ "${LAZYX_SKIP_SANITIZERS:-0}" != 1 ]; then
+  # The JIT backend's generated code is not instrumented, so the sanitizer run covers the
+  # engine, the reference backend and the fuzzer.
+  cmake -S . -B "$A" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLAZYX_SANITIZE=ON -DLAZYX_WITH_CPU=OFF \
+    -DLAZYX_BUILD_BENCH=OFF -DLAZYX_BUILD_EXAMPLES=OFF -DLAZYX_BUILD_PYTHON=OFF >/dev/null
+  cmake --build "$A" -j"$jobs"
+  export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
+  export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+  ctest --test-dir "$A" --output-on-failure -j"$jobs" 2>&1 | tee -a "$log" || status=1
+fi
+
+# One closing line for both runs: "total: N passed, M failed".
+read -r failed total < <(grep -Eo '[0-9]+ tests failed out of [0-9]+' "$log" |
+  awk '{f += $1; t += $5} END {print f + 0, t + 0}')
+echo "total: $((total - failed)) passed, $failed failed"
+exit $status
