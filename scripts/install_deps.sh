@@ -5,7 +5,7 @@ set -euo pipefail
 
 core=(build-essential cmake g++ libgtest-dev libgmock-dev libbenchmark-dev)
 cpu=(llvm-19-dev libzstd-dev libsleef-dev libdnnl-dev libopenblas-dev)
-python=(python3 python3-torch libtorch-dev pybind11-dev python3-pybind11 python3-numpy
+python=(python3 python3-dev python3-torch libtorch-dev pybind11-dev python3-pybind11 python3-numpy
         python3-pytest python3-sklearn)
 
 case "${1:-all}" in

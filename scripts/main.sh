@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# The main job: installs dependencies, builds, and runs the example training job.
+# The main job: installs dependencies, builds, and trains an MLP with PyTorch on the lazyx device.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install_deps.sh all
 scripts/build.sh
-"${BUILD_DIR:-build}"/examples/seed_and_sgd
+B=${BUILD_DIR:-build}
+# PyTorch on lazyx: an MLP trained on sklearn's digits (issue 4's main job).
+LAZYX_PYTHONPATH="$PWD/$B/python" /usr/bin/python3 examples/train_digits.py

@@ -17,6 +17,11 @@ scripts/build.sh
 status=0
 ctest --test-dir "$B" --output-on-failure -j"$jobs" 2>&1 | tee -a "$log" || status=1
 
+# The PyTorch device's pytest suites, against the package the build assembled.
+pylog=$(mktemp)
+LAZYX_PYTHONPATH="$PWD/$B/python" /usr/bin/python3 -m pytest -q -p no:cacheprovider python/tests \
+  2>&1 | tee "$pylog" || status=1
+
 if [ "${LAZYX_SKIP_SANITIZERS:-0}" != 1 ]; then
   # The JIT backend's generated code is not instrumented, so the sanitizer run covers the
   # engine, the reference backend and the fuzzer.
@@ -28,8 +33,13 @@ if [ "${LAZYX_SKIP_SANITIZERS:-0}" != 1 ]; then
   ctest --test-dir "$A" --output-on-failure -j"$jobs" 2>&1 | tee -a "$log" || status=1
 fi
 
-# One closing line for both runs: "total: N passed, M failed".
+# One closing line for every run: "total: N passed, M failed".
 read -r failed total < <(grep -Eo '[0-9]+ tests failed out of [0-9]+' "$log" |
   awk '{f += $1; t += $5} END {print f + 0, t + 0}')
-echo "total: $((total - failed)) passed, $failed failed"
+summary=$(tail -n 1 "$pylog")
+py_passed=$(grep -Eo '[0-9]+ passed' <<<"$summary" | grep -Eo '[0-9]+' || echo 0)
+py_failed=$(grep -Eo '[0-9]+ (failed|error|errors)' <<<"$summary" | grep -Eo '[0-9]+' |
+  awk '{s += $1} END {print s + 0}')
+rm -f "$pylog"
+echo "total: $((total - failed + py_passed)) passed, $((failed + py_failed)) failed"
 exit $status

@@ -12,7 +12,8 @@ namespace lazyx {
 std::string graph_text(const std::vector<Tensor>& tensors);
 std::string graph_dot(const std::vector<Tensor>& tensors);
 
-// The active backend, chosen by LAZYX_BACKEND at first use. Every backend keeps buffers in host
+// The active backend, chosen by LAZYX_BACKEND at first use (default: cpu where built, else
+// reference). Every backend keeps buffers in host
 // memory, so live tensors carry over a switch; compiled programs are per backend.
 std::string backend_name();
 std::vector<std::string> backend_names();

@@ -57,7 +57,9 @@ Backend& ensure() {
   auto& slot = active_slot();
   if (!slot) {
     const char* env = std::getenv("LAZYX_BACKEND");
-    slot = create(env && *env ? env : "reference");
+    // The compiling backend is the default where it is built; the reference stays the oracle.
+    const char* dflt = factories().count("cpu") ? "cpu" : "reference";
+    slot = create(env && *env ? env : dflt);
   }
   return *slot;
 }

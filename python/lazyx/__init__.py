@@ -1,0 +1,121 @@
+"""lazyx as a PyTorch device.
+
+    import torch, lazyx
+    dev = lazyx.device()            # torch.device("privateuseone:0") on torch 1.13
+    x = torch.randn(5, 5).to(dev)
+    x += 1; x *= 3
+    lazyx.mark_step()               # one program; x's buffer is donated to its new value
+    print(lazyx.metrics.metric_data("InputOutputAliasCount"))
+
+Every device tensor wraps a lazyx tensor: ops are recorded, ``mark_step()`` runs all pending
+work as one program, value reads (``.item()``, ``.cpu()``, printing) and ``sync(tensors)`` run
+only what they need. Ops without a native kernel run on CPU and are counted as ``aten::<op>``
+in ``lazyx.metrics``.
+"""
+import torch  # loads libtorch before the extension
+
+from . import _C
+from ._C import LazyxError, StepReport, ParamReport
+from . import metrics
+
+__all__ = [
+    "device", "mark_step", "sync", "set_buffer_donation", "get_buffer_donation", "is_donated",
+    "last_step", "memory_stats", "reset_peak_memory_stats", "empty_cache", "tensor_id",
+    "graph_text", "graph_dot", "storage_base_id", "is_pending", "metrics", "LazyxError", "StepReport", "ParamReport",
+    "backend_name", "set_backend", "program_cache_size", "clear_program_cache", "manual_seed",
+]
+
+DEVICE_TYPE = _C.device_type()  # "privateuseone": torch 1.13 cannot rename PrivateUse1
+
+
+def device(index: int = 0) -> torch.device:
+    """The lazyx device (``privateuseone:0``)."""
+    if index != 0:
+        raise ValueError("lazyx has one device, index 0")
+    return torch.device(DEVICE_TYPE, 0)
+
+
+def _check(t):
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"expected a torch.Tensor, got {type(t).__name__}")
+    if t.device.type != DEVICE_TYPE:
+        raise ValueError(f"expected a tensor on the lazyx device ({DEVICE_TYPE}), got one on {t.device}")
+    return t
+
+
+def _list(tensors):
+    if isinstance(tensors, torch.Tensor):
+        tensors = [tensors]
+    return [_check(t) for t in tensors]
+
+
+def mark_step() -> None:
+    """The step barrier: syncs every live tensor, donating what ALIASING.md allows."""
+    _C.mark_step()
+
+
+def sync(tensors) -> None:
+    """A partial sync of `tensors` (a tensor or a list). Never donates on its own."""
+    _C.sync(_list(tensors))
+
+
+def set_buffer_donation(t: torch.Tensor, should_donate: bool) -> bool:
+    """Promise not to read t's current value again; returns whether the flag is now set."""
+    return _C.set_buffer_donation(_check(t), bool(should_donate))
+
+
+def get_buffer_donation(t: torch.Tensor) -> bool:
+    return _C.get_buffer_donation(_check(t))
+
+
+def is_donated(t: torch.Tensor) -> bool:
+    return _C.is_donated(_check(t))
+
+
+def last_step() -> StepReport:
+    """The report of the most recent sync (mark_step, sync or value read)."""
+    return _C.last_step()
+
+
+def memory_stats() -> dict:
+    """bytes_in_use, peak_bytes, bytes_cached, num_allocs, num_fresh_allocs."""
+    return _C.memory_stats()
+
+
+def reset_peak_memory_stats() -> None:
+    _C.reset_peak_memory_stats()
+
+
+def empty_cache() -> None:
+    _C.empty_cache()
+
+
+def tensor_id(t: torch.Tensor) -> int:
+    """The lazyx tensor id behind t (in-place ops keep it)."""
+    return _C.tensor_id(_check(t))
+
+
+def storage_base_id(t: torch.Tensor) -> int:
+    """The id of the base tensor of t's storage (t itself unless t is a view): the tensor id a
+    StepReport names for outputs and donations."""
+    return _C.storage_base_id(_check(t))
+
+
+def is_pending(t: torch.Tensor) -> bool:
+    return _C.is_pending(_check(t))
+
+
+def graph_text(tensors) -> str:
+    return _C.graph_text(_list(tensors))
+
+
+def graph_dot(tensors) -> str:
+    return _C.graph_dot(_list(tensors))
+
+
+backend_name = _C.backend_name
+backend_names = _C.backend_names
+set_backend = _C.set_backend
+program_cache_size = _C.program_cache_size
+clear_program_cache = _C.clear_program_cache
+manual_seed = _C.manual_seed

@@ -1,0 +1,371 @@
+// The device itself: the guard, the TensorImpl, dtype and scalar conversions, host transfers and
+// as_strided over lazyx's public view ops.
+#include <ATen/CPUGeneratorImpl.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+#include <numeric>
+
+#include "bridge.h"
+
+namespace lazyx_bridge {
+
+// ---------------------------------------------------------------------------------------------
+// Device guard: one device, no streams.
+namespace {
+struct LzGuardImpl final : public c10::impl::DeviceGuardImplInterface {
+  c10::DeviceType type() const override { return kDeviceType; }
+  c10::Device exchangeDevice(c10::Device) const override { return device(); }
+  c10::Device getDevice() const override { return device(); }
+  void setDevice(c10::Device) const override {}
+  void uncheckedSetDevice(c10::Device) const noexcept override {}
+  c10::Stream getStream(c10::Device d) const noexcept override {
+    return c10::Stream(c10::Stream::DEFAULT, d);
+  }
+  c10::Stream exchangeStream(c10::Stream s) const noexcept override {
+    return c10::Stream(c10::Stream::DEFAULT, s.device());
+  }
+  c10::DeviceIndex deviceCount() const noexcept override { return 1; }
+};
+}  // namespace
+C10_REGISTER_GUARD_IMPL(PrivateUse1, LzGuardImpl);
+
+// ---------------------------------------------------------------------------------------------
+// Storage and TensorImpl.
+LzStorage::LzStorage(lazyx::Tensor root_tensor)
+    : c10::StorageImpl(c10::StorageImpl::use_byte_size_t(), c10::SymInt(0),
+                       c10::DataPtr(nullptr, lazyx_bridge::device()), nullptr, /*resizable=*/false),
+      root(std::move(root_tensor)) {}
+
+namespace {
+c10::Storage make_storage(const lazyx::Tensor& root) {
+  return c10::Storage(c10::make_intrusive<LzStorage>(root));
+}
+}  // namespace
+
+LzTensorImpl::LzTensorImpl(lazyx::Tensor t, c10::Storage storage)
+    : c10::TensorImpl(std::move(storage),
+                      c10::DispatchKeySet{c10::DispatchKey::PrivateUse1},
+                      c10::scalarTypeToTypeMeta(to_at(t.dtype()))),
+      tensor_(std::move(t)) {
+  refresh_meta();
+}
+
+void LzTensorImpl::refresh_meta() {
+  const auto& sz = tensor_.sizes();
+  const auto& st = tensor_.strides();
+  sizes_and_strides_.set_sizes(c10::IntArrayRef(sz.data(), sz.size()));
+  for (size_t i = 0; i < st.size(); ++i) sizes_and_strides_.stride_at_unchecked(i) = st[i];
+  storage_offset_ = tensor_.storage_offset();
+  data_type_ = c10::scalarTypeToTypeMeta(to_at(tensor_.dtype()));
+  refresh_numel();
+  refresh_contiguous();
+}
+
+void LzTensorImpl::set_tensor(lazyx::Tensor t, c10::Storage storage) {
+  tensor_ = std::move(t);
+  storage_ = std::move(storage);
+  refresh_meta();
+}
+
+c10::intrusive_ptr<c10::TensorImpl> LzTensorImpl::shallow_copy_and_detach(
+    const c10::VariableVersion& version_counter, bool allow_tensor_metadata_change) const {
+  fresh_ = false;
+  auto impl = c10::make_intrusive<LzTensorImpl>(tensor_, storage_);
+  copy_tensor_metadata(this, impl.get(), version_counter, allow_tensor_metadata_change);
+  impl->refresh_numel();
+  return impl;
+}
+
+c10::intrusive_ptr<c10::TensorImpl> LzTensorImpl::shallow_copy_and_detach(
+    c10::VariableVersion&& version_counter, bool allow_tensor_metadata_change) const {
+  fresh_ = false;
+  auto impl = c10::make_intrusive<LzTensorImpl>(tensor_, storage_);
+  copy_tensor_metadata(this, impl.get(), std::move(version_counter),
+                       allow_tensor_metadata_change);
+  impl->refresh_numel();
+  return impl;
+}
+
+void LzTensorImpl::shallow_copy_from(const c10::intrusive_ptr<c10::TensorImpl>& impl) {
+  auto* other = dynamic_cast<LzTensorImpl*>(impl.get());
+  TORCH_CHECK(other != nullptr, "lazyx: shallow_copy_from needs a lazyx device tensor");
+  other->fresh_ = false;
+  fresh_ = false;
+  copy_tensor_metadata(other, this, version_counter(), allow_tensor_metadata_change());
+  tensor_ = other->tensor_;
+  refresh_numel();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Conversions.
+lazyx::Dtype to_lz(c10::ScalarType t) {
+  switch (t) {
+    case c10::ScalarType::Bool: return lazyx::kBool;
+    case c10::ScalarType::Int: return lazyx::kInt32;
+    case c10::ScalarType::Long: return lazyx::kInt64;
+    case c10::ScalarType::Half: return lazyx::kFloat16;
+    case c10::ScalarType::BFloat16: return lazyx::kBFloat16;
+    case c10::ScalarType::Float: return lazyx::kFloat32;
+    case c10::ScalarType::Double: return lazyx::kFloat64;
+    // Narrow integer types have no lazyx counterpart; they live on the device as int32.
+    case c10::ScalarType::Byte:
+    case c10::ScalarType::Char:
+    case c10::ScalarType::Short: return lazyx::kInt32;
+    default:
+      TORCH_CHECK(false, "[lazyx] dtype ", t,
+                  " is not supported on the lazyx device. Use float32, float64, float16, "
+                  "bfloat16, int64, int32 or bool.");
+  }
+}
+
+c10::ScalarType to_at(lazyx::Dtype d) {
+  switch (d) {
+    case lazyx::Dtype::Bool: return c10::ScalarType::Bool;
+    case lazyx::Dtype::Int32: return c10::ScalarType::Int;
+    case lazyx::Dtype::Int64: return c10::ScalarType::Long;
+    case lazyx::Dtype::Float16: return c10::ScalarType::Half;
+    case lazyx::Dtype::BFloat16: return c10::ScalarType::BFloat16;
+    case lazyx::Dtype::Float32: return c10::ScalarType::Float;
+    case lazyx::Dtype::Float64: return c10::ScalarType::Double;
+  }
+  return c10::ScalarType::Float;
+}
+
+lazyx::Scalar to_lz(const c10::Scalar& s) {
+  if (s.isBoolean()) return lazyx::Scalar(s.toBool());
+  if (s.isIntegral(false)) return lazyx::Scalar(static_cast<long long>(s.toLong()));
+  TORCH_CHECK(!s.isComplex(), "[lazyx] complex scalars are not supported.");
+  return lazyx::Scalar(s.toDouble());
+}
+
+c10::Scalar to_at_scalar(const lazyx::Scalar& s) {
+  if (s.is_bool()) return c10::Scalar(s.to_int() != 0);
+  if (s.is_floating()) return c10::Scalar(s.to_double());
+  return c10::Scalar(static_cast<int64_t>(s.to_int()));
+}
+
+bool is_lazyx(const at::Tensor& t) {
+  return t.defined() && t.device().type() == kDeviceType;
+}
+
+LzTensorImpl* lz_impl(const at::Tensor& t) {
+  TORCH_CHECK(t.defined(), "[lazyx] expected a tensor, got an undefined one.");
+  auto* impl = dynamic_cast<LzTensorImpl*>(t.unsafeGetTensorImpl());
+  TORCH_CHECK(impl != nullptr, "[lazyx] expected a tensor on the lazyx device (privateuseone), got one on ",
+              t.device(), ". Move it with .to(lazyx.device()).");
+  return impl;
+}
+
+bool is_cpu_scalar(const at::Tensor& t) {
+  return t.defined() && t.dim() == 0 && t.device().is_cpu();
+}
+
+lazyx::Scalar cpu_scalar(const at::Tensor& t) {
+  switch (t.scalar_type()) {
+    case c10::ScalarType::Double: return lazyx::Scalar(*t.data_ptr<double>());
+    case c10::ScalarType::Float: return lazyx::Scalar(static_cast<double>(*t.data_ptr<float>()));
+    case c10::ScalarType::Long: return lazyx::Scalar(static_cast<long long>(*t.data_ptr<int64_t>()));
+    case c10::ScalarType::Int: return lazyx::Scalar(static_cast<long long>(*t.data_ptr<int32_t>()));
+    case c10::ScalarType::Bool: return lazyx::Scalar(*t.data_ptr<bool>());
+    default: return to_lz(t.item());
+  }
+}
+
+lazyx::Tensor lz(const at::Tensor& t) {
+  TORCH_CHECK(t.defined(), "[lazyx] expected a tensor, got an undefined one.");
+  if (t.device().is_cpu()) return upload(t);
+  LzTensorImpl* impl = lz_impl(t);
+  impl->set_fresh(false);
+  return impl->tensor();
+}
+
+at::Tensor wrap(lazyx::Tensor t) {
+  c10::Storage s = make_storage(t);
+  return at::detail::make_tensor<LzTensorImpl>(std::move(t), std::move(s));
+}
+
+at::Tensor wrap_view(lazyx::Tensor t, const at::Tensor& of) {
+  return at::detail::make_tensor<LzTensorImpl>(std::move(t), lz_impl(of)->storage());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Host transfers.
+namespace {
+lazyx::Shape shape_of(const at::Tensor& t) { return lazyx::Shape(t.sizes().begin(), t.sizes().end()); }
+
+template <typename T>
+lazyx::Tensor upload_as(const at::Tensor& c) {
+  const T* p = c.data_ptr<T>();
+  std::vector<T> v(p, p + c.numel());
+  return lazyx::tensor<T>(v, shape_of(c));
+}
+}  // namespace
+
+lazyx::Tensor upload(const at::Tensor& cpu) {
+  at::Tensor c = cpu.contiguous();
+  switch (c.scalar_type()) {
+    case c10::ScalarType::Float: return upload_as<float>(c);
+    case c10::ScalarType::Double: return upload_as<double>(c);
+    case c10::ScalarType::Long: return upload_as<int64_t>(c);
+    case c10::ScalarType::Int: return upload_as<int32_t>(c);
+    case c10::ScalarType::Bool: {
+      const bool* p = c.data_ptr<bool>();
+      std::vector<bool> v(p, p + c.numel());
+      return lazyx::tensor<bool>(v, shape_of(c));
+    }
+    case c10::ScalarType::Half:
+    case c10::ScalarType::BFloat16:
+      return upload_as<float>(c.to(at::kFloat)).to(to_lz(c.scalar_type()));
+    case c10::ScalarType::Byte:
+    case c10::ScalarType::Char:
+    case c10::ScalarType::Short: return upload_as<int32_t>(c.to(at::kInt));
+    default: to_lz(c.scalar_type());  // raises
+  }
+  return {};
+}
+
+namespace {
+template <typename T>
+at::Tensor download_as(const lazyx::Tensor& t, c10::ScalarType st) {
+  std::vector<T> v = t.to_vector<T>();
+  at::Tensor out = at::empty(c10::IntArrayRef(t.sizes().data(), t.sizes().size()),
+                             at::TensorOptions().dtype(st));
+  if (!v.empty()) std::memcpy(out.data_ptr(), v.data(), v.size() * sizeof(T));
+  return out;
+}
+}  // namespace
+
+at::Tensor download(const lazyx::Tensor& t) {
+  switch (t.dtype()) {
+    case lazyx::Dtype::Float32: return download_as<float>(t, at::kFloat);
+    case lazyx::Dtype::Float64: return download_as<double>(t, at::kDouble);
+    case lazyx::Dtype::Int64: return download_as<int64_t>(t, at::kLong);
+    case lazyx::Dtype::Int32: return download_as<int32_t>(t, at::kInt);
+    case lazyx::Dtype::Bool: {
+      std::vector<bool> v = t.to_vector<bool>();
+      at::Tensor out = at::empty(c10::IntArrayRef(t.sizes().data(), t.sizes().size()),
+                                 at::TensorOptions().dtype(at::kBool));
+      bool* p = out.data_ptr<bool>();
+      for (size_t i = 0; i < v.size(); ++i) p[i] = v[i];
+      return out;
+    }
+    case lazyx::Dtype::Float16:
+    case lazyx::Dtype::BFloat16: {
+      std::vector<float> v = t.to(lazyx::kFloat32).to_vector<float>();
+      at::Tensor out = at::empty(c10::IntArrayRef(t.sizes().data(), t.sizes().size()),
+                                 at::TensorOptions().dtype(at::kFloat));
+      if (!v.empty()) std::memcpy(out.data_ptr(), v.data(), v.size() * sizeof(float));
+      return out.to(to_at(t.dtype()));
+    }
+  }
+  return {};
+}
+
+void seed_from_torch(c10::optional<at::Generator> gen) {
+  at::Generator g = gen.has_value() && gen->defined() ? *gen : at::detail::getDefaultCPUGenerator();
+  TORCH_CHECK(g.device().is_cpu(),
+              "[lazyx] random ops on the lazyx device take their seed from a CPU generator.");
+  uint64_t seed;
+  {
+    std::lock_guard<std::mutex> lock(g.mutex());
+    seed = at::check_generator<at::CPUGeneratorImpl>(g)->random64();
+  }
+  lazyx::manual_seed(seed);
+}
+
+// ---------------------------------------------------------------------------------------------
+// as_strided(sizes, strides, offset) over the storage of `self`, expressed with narrow, view,
+// unsqueeze, expand and permute on the flat storage. It covers every layout whose dimensions,
+// sorted by stride, nest without overlap (all views PyTorch itself produces, and the CopySlices
+// replays autograd does); overlapping layouts (unfold-like) raise.
+lazyx::Tensor as_strided(const at::Tensor& self, c10::IntArrayRef sizes, c10::IntArrayRef strides,
+                         int64_t offset) {
+  TORCH_CHECK(sizes.size() == strides.size(), "[as_strided] sizes and strides differ in length.");
+  auto* st = dynamic_cast<LzStorage*>(lz_impl(self)->storage().unsafeGetStorageImpl());
+  TORCH_CHECK(st != nullptr, "[as_strided] the tensor has no lazyx storage.");
+  lazyx::Tensor root = st->root;
+  const int64_t n = static_cast<int64_t>(sizes.size());
+  const int64_t N = root.numel();
+  // Fast path: the tensor's own layout.
+  const lazyx::Tensor& cur_t = lz_impl(self)->tensor();
+  if (std::equal(sizes.begin(), sizes.end(), cur_t.sizes().begin(), cur_t.sizes().end()) &&
+      std::equal(strides.begin(), strides.end(), cur_t.strides().begin(), cur_t.strides().end()) &&
+      offset == cur_t.storage_offset()) {
+    return cur_t.view(cur_t.sizes());
+  }
+  int64_t numel = 1;
+  for (int64_t s : sizes) numel *= s;
+  if (numel == 0) {
+    TORCH_CHECK(false, "[as_strided] empty results are not supported on the lazyx device.");
+  }
+  int64_t max_index = offset;
+  for (int64_t i = 0; i < n; ++i) max_index += (sizes[i] - 1) * strides[i];
+  TORCH_CHECK(offset >= 0 && max_index < N, "[as_strided] sizes ", sizes, ", strides ", strides,
+              " and offset ", offset, " reach outside the storage of ", N, " elements.");
+  // The dimensions that move through memory, outermost (largest stride) first.
+  std::vector<int64_t> order;
+  for (int64_t i = 0; i < n; ++i) {
+    if (sizes[i] > 1 && strides[i] > 0) order.push_back(i);
+  }
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return strides[a] > strides[b]; });
+  lazyx::Tensor cur = root.flatten();  // [N], stride 1
+  int64_t row_len = N, pos = offset;
+  for (size_t j = 0; j < order.size(); ++j) {
+    const int64_t sz = sizes[order[j]], sd = strides[order[j]];
+    int64_t inner = 1;
+    for (size_t k = j + 1; k < order.size(); ++k) inner += (sizes[order[k]] - 1) * strides[order[k]];
+    TORCH_CHECK(inner <= sd, "[as_strided] overlapping layout (sizes ", sizes, ", strides ", strides,
+                ") is not supported on the lazyx device.");
+    const int64_t last = cur.dim() - 1;
+    if (inner == 1) {
+      // The innermost moving dim: a strided slice (works up to the end of the storage, as for
+      // diagonal()).
+      cur = cur.slice(last, pos, pos + (sz - 1) * sd + 1, sd).unsqueeze(last + 1);
+      row_len = 1;
+      pos = 0;
+      continue;
+    }
+    // Rows of length sd starting at `start`; the element sits at column c of the first row.
+    int64_t c = std::max<int64_t>(0, pos + sz * sd - row_len);
+    TORCH_CHECK(c <= std::min(pos, sd - inner), "[as_strided] layout (sizes ", sizes, ", strides ",
+                strides, ", offset ", offset, ") cannot be expressed over this storage.");
+    const int64_t start = pos - c;
+    cur = cur.narrow(last, start, sz * sd);
+    lazyx::Shape vs = cur.sizes();
+    vs.back() = sz;
+    vs.push_back(sd);
+    cur = cur.view(vs).narrow(last + 1, c, inner);
+    row_len = inner;
+    pos = 0;
+  }
+  // The last dimension now has length 1 at position `pos`.
+  cur = cur.narrow(cur.dim() - 1, pos, 1).squeeze(cur.dim() - 1);
+  // Put the moving dims back in order and insert size-1 and stride-0 dims.
+  std::vector<int64_t> perm(order.size());
+  std::vector<int64_t> rank(n, -1);
+  for (size_t j = 0; j < order.size(); ++j) rank[order[j]] = static_cast<int64_t>(j);
+  {
+    // Dims of cur are in `order` order; we want them in ascending original index.
+    std::vector<int64_t> sorted = order;
+    std::sort(sorted.begin(), sorted.end());
+    for (size_t j = 0; j < sorted.size(); ++j) perm[j] = rank[sorted[j]];
+    bool identity = true;
+    for (size_t j = 0; j < perm.size(); ++j) identity = identity && perm[j] == static_cast<int64_t>(j);
+    if (!identity) cur = cur.permute(perm);
+  }
+  bool need_expand = false;
+  for (int64_t i = 0; i < n; ++i) {
+    if (!(sizes[i] > 1 && strides[i] > 0)) {
+      cur = cur.unsqueeze(i);
+      if (sizes[i] > 1) need_expand = true;
+    }
+  }
+  if (need_expand) cur = cur.expand(lazyx::Shape(sizes.begin(), sizes.end()));
+  return cur;
+}
+
+}  // namespace lazyx_bridge

@@ -1,0 +1,126 @@
+"""The Python API: steps, donation flags, reports, memory, inspection, metrics and errors."""
+import pytest
+import torch
+
+import lazyx
+
+DEV = lazyx.device()
+
+
+def test_device():
+    assert DEV == torch.device("privateuseone", 0)
+    assert str(DEV) == "privateuseone:0"
+    t = torch.ones(2, device=DEV)
+    assert t.device == DEV and t.device.type == lazyx.DEVICE_TYPE == "privateuseone"
+
+
+def test_mark_step_and_sync():
+    x = torch.ones(3).to(DEV)
+    y = x * 2
+    assert lazyx.is_pending(y)
+    lazyx.sync([y])
+    assert not lazyx.is_pending(y)
+    z = y + 1
+    lazyx.sync(z)  # a single tensor works too
+    assert lazyx.last_step().kind == "sync"
+    w = z * 3
+    lazyx.mark_step()
+    rep = lazyx.last_step()
+    assert rep.kind == "mark_step" and rep.ran_program
+    assert w.cpu().tolist() == [9.0, 9.0, 9.0]
+
+
+def test_step_report_fields():
+    x = torch.ones(4, 4).to(DEV)
+    x.mul_(2)
+    lazyx.mark_step()
+    rep = lazyx.last_step()
+    assert isinstance(rep, lazyx.StepReport)
+    for field in ["kind", "step", "graph_hash", "ran_program", "cache_hit", "num_nodes",
+                  "num_parameters", "num_scalars", "num_outputs", "num_donated", "donated_bytes",
+                  "params", "compile_ms", "execute_ms", "bytes_allocated", "backend"]:
+        assert hasattr(rep, field), field
+    assert rep.num_parameters == 1 and rep.num_donated == 1 and rep.donated_bytes == 64
+    p = rep.params[0]
+    assert p.donated and p.bytes == 64 and list(p.shape) == [4, 4] and p.dtype == "float32"
+    assert p.output_tensor_id == lazyx.tensor_id(x)
+    assert "donated" in str(rep) and rep.backend == lazyx.backend_name()
+    x.mul_(2)
+    lazyx.mark_step()
+    assert lazyx.last_step().cache_hit  # same graph, new scalar value: no recompile
+
+
+def test_donation_flags():
+    a = torch.randn(3).to(DEV)
+    assert lazyx.get_buffer_donation(a) is False
+    assert lazyx.set_buffer_donation(a, True) is True
+    assert lazyx.get_buffer_donation(a) is True
+    assert lazyx.is_donated(a) is False
+    b = a + 1
+    lazyx.sync([b])
+    assert lazyx.is_donated(a) is True
+    with pytest.raises(RuntimeError) as info:
+        a.cpu()
+    assert "donated" in str(info.value)
+
+
+def test_memory_stats():
+    st = lazyx.memory_stats()
+    for k in ["bytes_in_use", "peak_bytes", "bytes_cached", "num_allocs", "num_fresh_allocs"]:
+        assert isinstance(st[k], int)
+    before = lazyx.memory_stats()["bytes_in_use"]
+    x = torch.ones(256, 256).to(DEV)
+    assert lazyx.memory_stats()["bytes_in_use"] >= before + 256 * 256 * 4
+    del x
+    lazyx.reset_peak_memory_stats()
+    st = lazyx.memory_stats()
+    assert st["peak_bytes"] == st["bytes_in_use"]
+
+
+def test_tensor_id_and_graphs():
+    x = torch.ones(2, 2).to(DEV)
+    i = lazyx.tensor_id(x)
+    x.add_(1)
+    x[0] *= 2
+    assert lazyx.tensor_id(x) == i
+    assert lazyx.tensor_id(x.detach()) == i  # detach shares the lazyx tensor
+    y = (x * 3).relu()
+    text = lazyx.graph_text([y])
+    assert "relu" in text and "mul" in text
+    dot = lazyx.graph_dot([y])
+    assert dot.startswith("digraph")
+    assert lazyx.tensor_id(y) != i
+
+
+def test_metrics_api():
+    m = lazyx.metrics
+    m.clear_all()
+    assert m.metric_data("InputOutputAliasCount") is None
+    assert m.counter_value("aten::no_such_op") is None
+    x = torch.ones(3).to(DEV)
+    x += 1
+    lazyx.mark_step()
+    assert "InputOutputAliasCount" in m.metric_names()
+    total, acc, samples = m.metric_data("InputOutputAliasCount")
+    assert total == 1 and acc == 1 and len(samples) == 1
+    torch.sort(x)
+    assert m.counter_value("aten::sort") == 1 and "aten::sort" in m.counter_names()
+    assert m.fallback_counters()["aten::sort"] == 1
+    report = m.metrics_report()
+    assert "InputOutputAliasCount" in report and "aten::sort" in report
+    m.clear_counters()
+    assert m.counter_value("aten::sort") is None
+    assert m.metric_data("InputOutputAliasCount") is not None
+    m.clear_metrics()
+    assert m.metric_data("InputOutputAliasCount") is None
+
+
+def test_engine_errors_are_python_exceptions():
+    a, b = torch.ones(2, 3).to(DEV), torch.ones(4, 5).to(DEV)
+    with pytest.raises(RuntimeError, match=r"\[mm\].*cannot be multiplied"):
+        torch.mm(a, b)
+    with pytest.raises(ValueError):
+        lazyx.sync([torch.ones(2)])  # a CPU tensor
+    with pytest.raises(RuntimeError, match="index"):
+        idx = torch.tensor([5]).to(DEV)
+        torch.ones(3).to(DEV).index_select(0, idx).cpu()
