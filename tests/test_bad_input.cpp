@@ -191,7 +191,7 @@ std::vector<Case> cases() {
        },
        "gather", {"index 3"}},
       {"index_copy_: lazy index out of range while the target would be donated",
-       [](World& w) {
+       [](World&) {
          Tensor x = tensor<float>({1, 2, 3}, {3});
          Tensor old = x * 1;  // reads x's buffer in the same program
          x.index_copy_(0, tensor<int64_t>({1}) + 5, tensor<float>({9}, {1}));

@@ -52,7 +52,12 @@ std::string vals_cpp(const std::vector<double>& v, Dtype d) {
   return r + "}";
 }
 
-std::string T(int s) { return "t" + std::to_string(s); }
+// Appending avoids g++ 12's false -Wrestrict on "literal" + std::string.
+std::string T(int s) {
+  std::string r = "t";
+  r += std::to_string(s);
+  return r;
+}
 
 // ---- op tables ----
 
