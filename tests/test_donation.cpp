@@ -336,3 +336,57 @@ INSTANTIATE_TEST_SUITE_P(Backends, Donation, ::testing::ValuesIn(backend_names()
 
 }  // namespace
 }  // namespace lazyx
+
+namespace lazyx {
+namespace {
+
+class Overwrite : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    set_backend(GetParam());
+    mark_step();
+  }
+};
+
+// A tensor overwritten without reading its old value reuses its buffer at a step barrier.
+TEST_P(Overwrite, FillZeroAndConvertingCopyReuseTheBuffer) {
+  Tensor x = testing::materialized({1, 2, 3, 4}, {4});
+  Tensor i = tensor<int32_t>({5, 6, 7, 8});
+  x.zero_();
+  mark_step();
+  EXPECT_EQ(last_step().num_donated, 1);
+  EXPECT_EQ(last_step().bytes_allocated, 0);
+  testing::expect_floats(x, {0, 0, 0, 0});
+  x.fill_(2.5);
+  mark_step();
+  EXPECT_EQ(last_step().bytes_allocated, 0);
+  testing::expect_floats(x, {2.5, 2.5, 2.5, 2.5});
+  x.copy_(i);  // int32 -> float32: a conversion, so a program, and x's buffer takes the result
+  mark_step();
+  EXPECT_EQ(last_step().num_donated, 1);
+  EXPECT_EQ(last_step().bytes_allocated, 0);
+  testing::expect_floats(x, {5, 6, 7, 8});
+  EXPECT_EQ(i.to_vector<int32_t>(), (std::vector<int32_t>{5, 6, 7, 8}));
+}
+
+TEST_P(Overwrite, NotWhenSomethingElseStillNeedsTheOldValue) {
+  Tensor x = testing::materialized({1, 2}, {2});
+  Tensor keep = x.clone();  // shares x's buffer
+  x.fill_(7);
+  mark_step();
+  EXPECT_EQ(last_step().num_donated, 0);
+  testing::expect_floats(keep, {1, 2});
+  testing::expect_floats(x, {7, 7});
+  // A partial sync never reuses it either: y, outside the sync, still reads the old value.
+  Tensor y = x * 2;
+  x.zero_();
+  sync({x});
+  EXPECT_EQ(last_step().num_donated, 0);
+  testing::expect_floats(y, {14, 14});
+  testing::expect_floats(x, {0, 0});
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, Overwrite, ::testing::ValuesIn(backend_names()));
+
+}  // namespace
+}  // namespace lazyx

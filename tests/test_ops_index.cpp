@@ -178,6 +178,8 @@ TEST(Index, FillValuesShareOneProgram) {
   Tensor x = lazyx::zeros({4});
   x.fill_(1);
   lazyx::mark_step();
+  x.fill_(3);  // x now holds a buffer, which the fill overwrites in place: the program to reuse
+  lazyx::mark_step();
   int64_t before = UncachedCompiles();
   x.fill_(2);
   lazyx::mark_step();

@@ -191,6 +191,26 @@ void sync_storages(SyncKind kind, std::vector<Storage*> targets) {
     din.target_passthrough.push_back(nullptr);
   }
   walk(op, w);
+  // A storage overwritten without reading its old buffer (fill_, zero_, copy_ with a conversion)
+  // may still write its new value into that buffer at a step barrier: the buffer joins the
+  // program as an unread parameter, and the donation rules decide as for any other.
+  std::vector<ir::NodePtr> unread;
+  if (kind == SyncKind::MarkStep && din.aliasing_enabled) {
+    for (size_t t = 0; t < targets.size(); ++t) {
+      runtime::Buffer* b = targets[t]->data().get();
+      if (!b || din.target_output[t] < 0 || b->pinned() || b->holders() != 1) continue;
+      if (std::find(w.params.begin(), w.params.end(), b) != w.params.end()) continue;
+      if (b->bytes() != din.output_bytes[din.target_output[t]]) continue;
+      ir::NodePtr n = ir::Node::parameter(targets[t]->data(), targets[t]->shape(), targets[t]->dtype());
+      n->walk_index = static_cast<int32_t>(w.order.size());
+      w.slot.push_back(static_cast<int32_t>(w.params.size()));
+      w.param_instr.push_back(n->walk_index);
+      w.params.push_back(b);
+      w.order.push_back(n.get());
+      w.structure_hash = ir::hash_combine(w.structure_hash, n->hash() ^ 0x756e72656164ull);
+      unread.push_back(std::move(n));
+    }
+  }
   din.params = w.params;
   for (int32_t pi : w.param_instr) din.param_nodes.push_back(w.order[pi]);
   DonationPlan plan = decide_donation(din);
