@@ -673,3 +673,31 @@ TEST(Views, InPlaceWithOperandsFromTheSameBase) {
 }
 
 }  // namespace
+
+namespace lazyx {
+namespace {
+
+TEST(Views, AsStridedWindowsAndStorageId) {
+  Tensor x = tensor<float>({0, 1, 2, 3, 4, 5, 6, 7}, {8});
+  Tensor w = x.as_strided({3, 3}, {2, 1}, 1);  // overlapping windows, like unfold
+  EXPECT_TRUE(w.is_view());
+  EXPECT_EQ(w.storage_offset(), 1);
+  EXPECT_EQ(w.to_vector<float>(), (std::vector<float>{1, 2, 3, 3, 4, 5, 5, 6, 7}));
+  EXPECT_EQ(w.storage_id(), x.id());
+  EXPECT_EQ(x.select(0, 2).storage_id(), x.id());
+  EXPECT_THROW(w.add_(1), Error);  // overlapping: writes would depend on their order
+  Tensor ev = x.as_strided({2, 2}, {4, 2}, 0);  // [[0, 2], [4, 6]]: disjoint, writable
+  ev.mul_(10);
+  lazyx::mark_step();
+  EXPECT_EQ(x.to_vector<float>(), (std::vector<float>{0, 1, 20, 3, 40, 5, 60, 7}));
+  EXPECT_EQ(w.to_vector<float>(), (std::vector<float>{1, 20, 3, 3, 40, 5, 5, 60, 7}));
+  try {
+    (void)x.as_strided({3, 3}, {2, 1}, 2);  // reaches element 8 of 8
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("[as_strided]"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace lazyx

@@ -181,6 +181,11 @@ class Tensor {
                std::optional<int64_t> end = std::nullopt, int64_t step = 1) const;
   Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
   Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
+  // Any strided window onto this tensor's storage, as torch.as_strided: `storage_offset` counts
+  // elements from the start of the storage. Overlapping windows may be read, not written.
+  Tensor as_strided(const Shape& sizes, const Shape& strides, int64_t storage_offset) const;
+  // The id of the base tensor whose storage this tensor shares (its own id for a base).
+  int64_t storage_id() const;
 
   // Data movement and indexing.
   Tensor& copy_(const Tensor& src);

@@ -276,6 +276,38 @@ Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
   return reshape(ns);
 }
 
+Tensor Tensor::as_strided(const Shape& sizes, const Shape& strides, int64_t storage_offset) const {
+  EngineLock lock(engine_mutex());
+  const TensorImpl& i = impl_of("as_strided", *this);
+  if (sizes.size() != strides.size()) {
+    ir::fail("as_strided", "sizes " + ir::shape_str(sizes) + " and strides " +
+                               ir::shape_str(strides) + " must have the same length.");
+  }
+  int64_t last = storage_offset;
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    if (sizes[d] < 0 || strides[d] < 0) {
+      ir::fail("as_strided", "negative size or stride in " + ir::shape_str(sizes) + " / " +
+                                 ir::shape_str(strides) + ".");
+    }
+    if (sizes[d] == 0) last = -1;
+    if (last >= 0) last += (sizes[d] - 1) * strides[d];
+  }
+  int64_t numel = i.storage()->numel();
+  if (storage_offset < 0 || last >= numel) {
+    ir::fail("as_strided", "sizes " + ir::shape_str(sizes) + ", strides " +
+                               ir::shape_str(strides) + " and offset " +
+                               std::to_string(storage_offset) + " reach element " +
+                               std::to_string(last) + " of a storage of " + std::to_string(numel) +
+                               " elements.");
+  }
+  return make_view(i, sizes, strides, storage_offset);
+}
+
+int64_t Tensor::storage_id() const {
+  EngineLock lock(engine_mutex());
+  return impl_of("storage_id", *this).storage()->id();
+}
+
 Tensor Tensor::contiguous() const {
   EngineLock lock(engine_mutex());
   if (impl_of("contiguous", *this).is_contiguous()) return *this;

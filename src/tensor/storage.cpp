@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <atomic>
 
 #include "ir/shape_infer.h"
@@ -155,11 +156,21 @@ void TensorImpl::assign(const char* op, ir::NodePtr v) {
     storage_->set_pending(std::move(v));
     return;
   }
+  // Writing through a view whose elements share memory would depend on the write order.
+  std::vector<std::pair<int64_t, int64_t>> dims;  // (stride, size) of dims with size > 1
   for (size_t i = 0; i < sizes().size(); ++i) {
-    if (strides()[i] == 0 && sizes()[i] > 1) {
-      ir::fail(op, "cannot write in place into an expanded view " + ir::shape_str(sizes()) +
-                       ": several elements share one memory location. Call clone() first.");
+    if (sizes()[i] > 1) dims.emplace_back(strides()[i], sizes()[i]);
+  }
+  std::sort(dims.begin(), dims.end());
+  int64_t extent = 0;  // elements spanned by the smaller-stride dims
+  for (auto [st, sz] : dims) {
+    if (st <= extent) {
+      ir::fail(op, "cannot write in place into the view " + ir::shape_str(sizes()) +
+                       " with strides " + ir::shape_str(strides()) +
+                       ": several elements share one memory location (an expanded view or "
+                       "overlapping windows). Call clone() first.");
     }
+    extent += (sz - 1) * st;
   }
   ir::Attrs a;
   a.ints = strides();
