@@ -28,13 +28,42 @@ struct ThreadPool::State {
   std::mutex run_mu;  // one parallel_for at a time; nested calls run inline
   uint64_t generation = 0;
   bool stop = false;
-  // The current job.
+  // The current job. Chunks are claimed one at a time, so a worker that wakes late (on a busy
+  // machine) finds them already done by the caller instead of making it wait.
   const std::function<void(int64_t, int64_t)>* fn = nullptr;
   std::vector<std::pair<int64_t, int64_t>> chunks;
-  std::atomic<int> pending{0};
+  uint32_t nchunks = 0;
+  std::atomic<uint64_t> claim{0};  // (generation << 32) | next chunk
+  std::atomic<uint32_t> done{0};
   std::exception_ptr error;
   std::mutex error_mu;
   std::vector<std::thread> workers;
+
+  bool try_claim(uint32_t gen, uint32_t& idx) {
+    uint64_t c = claim.load(std::memory_order_acquire);
+    for (;;) {
+      if (static_cast<uint32_t>(c >> 32) != gen) return false;
+      uint32_t i = static_cast<uint32_t>(c);
+      if (i >= nchunks) return false;
+      if (claim.compare_exchange_weak(c, c + 1, std::memory_order_acq_rel)) {
+        idx = i;
+        return true;
+      }
+    }
+  }
+
+  void run_claimed(uint32_t gen) {
+    uint32_t idx;
+    while (try_claim(gen, idx)) {
+      try {
+        (*fn)(chunks[idx].first, chunks[idx].second);
+      } catch (...) {
+        std::lock_guard<std::mutex> g(error_mu);
+        if (!error) error = std::current_exception();
+      }
+      done.fetch_add(1, std::memory_order_acq_rel);
+    }
+  }
 };
 
 namespace {
@@ -48,31 +77,18 @@ ThreadPool& ThreadPool::get() {
 
 ThreadPool::ThreadPool(int n) : s_(new State), num_threads_(n < 1 ? 1 : n) {
   for (int w = 1; w < num_threads_; ++w) {
-    s_->workers.emplace_back([this, w] {
+    s_->workers.emplace_back([this] {
       State& s = *s_;
       uint64_t seen = 0;
+      in_pool_job = true;
       for (;;) {
-        const std::function<void(int64_t, int64_t)>* fn;
-        std::pair<int64_t, int64_t> chunk;
         {
           std::unique_lock<std::mutex> lock(s.mu);
           s.cv.wait(lock, [&] { return s.stop || s.generation != seen; });
           if (s.stop) return;
           seen = s.generation;
-          fn = s.fn;
-          chunk = static_cast<size_t>(w) < s.chunks.size() ? s.chunks[w] : std::make_pair<int64_t, int64_t>(0, 0);
         }
-        if (chunk.second > chunk.first) {
-          in_pool_job = true;
-          try {
-            (*fn)(chunk.first, chunk.second);
-          } catch (...) {
-            std::lock_guard<std::mutex> g(s.error_mu);
-            if (!s.error) s.error = std::current_exception();
-          }
-          in_pool_job = false;
-        }
-        s.pending.fetch_sub(1, std::memory_order_acq_rel);
+        s.run_claimed(static_cast<uint32_t>(seen));
       }
     });
   }
@@ -104,30 +120,27 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, int64_t min_parallel,
     fn(0, n);
     return;
   }
-  std::vector<std::pair<int64_t, int64_t>> chunks(num_threads_, {0, 0});
-  for (int p = 0; p < parts; ++p) {
-    int64_t b = blocks * p / parts * grain, e = std::min(n, blocks * (p + 1) / parts * grain);
-    chunks[p] = {b, e};
-  }
+  uint32_t gen;
   {
     std::lock_guard<std::mutex> lock(s.mu);
     s.fn = &fn;
-    s.chunks = chunks;
+    s.chunks.assign(parts, {0, 0});
+    for (int p = 0; p < parts; ++p) {
+      s.chunks[p] = {blocks * p / parts * grain, std::min(n, blocks * (p + 1) / parts * grain)};
+    }
+    s.nchunks = static_cast<uint32_t>(parts);
     s.error = nullptr;
-    s.pending.store(num_threads_ - 1, std::memory_order_release);
+    s.done.store(0, std::memory_order_relaxed);
     s.generation++;
+    gen = static_cast<uint32_t>(s.generation);
+    s.claim.store(static_cast<uint64_t>(gen) << 32, std::memory_order_release);
   }
   s.cv.notify_all();
-  std::exception_ptr mine;
   in_pool_job = true;
-  try {
-    fn(chunks[0].first, chunks[0].second);
-  } catch (...) {
-    mine = std::current_exception();
-  }
+  s.run_claimed(gen);
   in_pool_job = false;
-  while (s.pending.load(std::memory_order_acquire) != 0) std::this_thread::yield();
-  if (mine) std::rethrow_exception(mine);
+  // Only chunks a worker already started remain; wait for those.
+  while (s.done.load(std::memory_order_acquire) != s.nchunks) std::this_thread::yield();
   if (s.error) std::rethrow_exception(s.error);
 }
 

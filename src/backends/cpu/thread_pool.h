@@ -1,6 +1,6 @@
 // A persistent thread pool for the CPU backend. Its size comes from LAZYX_NUM_THREADS (default:
-// all cores). parallel_for splits a range into one contiguous chunk per thread; the caller runs
-// the first chunk itself, and small ranges run inline without waking anyone.
+// all cores). parallel_for splits a range into one contiguous chunk per thread; the caller claims
+// chunks too, so workers that wake late never make it wait, and small ranges run inline.
 #pragma once
 
 #include <cstdint>
