@@ -69,7 +69,7 @@ struct RunOptions {
   // Check rule 1 even at steps where a user-flagged buffer of the same byte size is live. Off
   // by default until the bug in tests/test_fuzz_regressions.cpp
   // (DISABLED_UserDonationTakesTheOutputOfAnInPlaceTensor) is fixed.
-  bool strict = false;
+  bool strict = true;
 };
 
 struct RunResult {

@@ -90,7 +90,7 @@ int main(int argc, char** argv) {
   std::string backend = "all";
   bool print = false, emit = false, do_shrink = true, keep_going = false, quiet = false, keep_cache = false;
   int64_t slow_every = 1;
-  bool strict = false;
+  bool strict = true;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto val = [&]() -> std::string {
