@@ -61,6 +61,36 @@ void check(const std::string& what, const Build& build, bool transcendental = fa
   }
 }
 
+// Like check, for several results of one computation built and synced together, so they
+// compile into one program (ops over the same operands fuse into one loop). names[k] names
+// result k in failures.
+void check_many(const std::vector<std::string>& names, const std::function<std::vector<Tensor>()>& build) {
+  set_backend("reference");
+  std::vector<Tensor> r = build();
+  sync(r);
+  set_backend("cpu");
+  std::vector<Tensor> c = build();
+  sync(c);
+  ASSERT_EQ(r.size(), names.size());
+  ASSERT_EQ(c.size(), names.size());
+  for (size_t k = 0; k < names.size(); ++k) {
+    const std::string& what = names[k];
+    std::vector<double> want = r[k].to_vector<double>(), got = c[k].to_vector<double>();
+    ASSERT_EQ(c[k].shape(), r[k].shape()) << what;
+    ASSERT_EQ(c[k].dtype(), r[k].dtype()) << what;
+    ASSERT_EQ(got.size(), want.size()) << what;
+    double t = tol_for(r[k].dtype(), false);
+    int bad = 0;
+    for (size_t i = 0; i < want.size() && bad < 5; ++i) {
+      if (!close(got[i], want[i], t)) {
+        ADD_FAILURE() << what << " (" << dtype_name(r[k].dtype()) << ") at " << i << ": cpu " << got[i]
+                      << " reference " << want[i];
+        bad++;
+      }
+    }
+  }
+}
+
 // Deterministic host values in [lo, hi), with a few special values mixed in.
 std::vector<double> values(int64_t n, uint32_t seed, double lo = -3, double hi = 3,
                            bool specials = false) {
@@ -190,23 +220,45 @@ TEST(CpuOps, BinaryAllDtypes) {
       {{7}, {7}}, {{3, 1}, {1, 5}}, {{5}, {3, 5}}, {{2, 3, 7}, {3, 1}}, {{0}, {1}}, {{1}, {1}},
       {{4, 0}, {4, 1}}, {{}, {13}}, {{131}, {}}};
   std::vector<Dtype> dts = {kFloat32, kFloat64, kFloat16, kBFloat16, kInt32, kInt64, kBool};
-  for (const auto& [op, f] : ops) {
-    for (Dtype d : dts) {
-      if (d == kBool && (op == "sub" || op == "sub_alpha" || op == "div")) continue;
-      for (const auto& [sa, sb] : shapes) {
-        check(name(op, sa, d), [&, f = f] { return f(make(sa, d, 5, -3, 3, true), make(sb, d, 6)); });
+  // Every op of one dtype and shape pair in one program: the same operands, so the ops fuse into
+  // one loop (one compile instead of sixteen); each result is still compared on its own.
+  for (Dtype d : dts) {
+    auto ops_for = [&](const Shape& s) {
+      std::vector<std::string> names;
+      std::vector<B> fs;
+      for (const auto& [op, f] : ops) {
+        if (d == kBool && (op == "sub" || op == "sub_alpha" || op == "div")) continue;
+        names.push_back(name(op, s, d));
+        fs.push_back(f);
       }
-      check(name(op + " transposed", {5, 3}, d),
-            [&, f = f] { return f(make({3, 5}, d, 7).t(), make({5, 3}, d, 8)); });
+      return std::make_pair(names, fs);
+    };
+    for (const auto& [sa, sb] : shapes) {
+      auto [names, fs] = ops_for(sa);
+      check_many(names, [&, fs = fs] {
+        Tensor a = make(sa, d, 5, -3, 3, true), b = make(sb, d, 6);
+        std::vector<Tensor> r;
+        for (const B& f : fs) r.push_back(f(a, b));
+        return r;
+      });
     }
+    auto [names, fs] = ops_for({5, 3});
+    for (auto& n : names) n += " transposed";
+    check_many(names, [&, fs = fs] {
+      Tensor a = make({3, 5}, d, 7).t(), b = make({5, 3}, d, 8);
+      std::vector<Tensor> r;
+      for (const B& f : fs) r.push_back(f(a, b));
+      return r;
+    });
   }
   // Mixed dtypes promote.
   for (Dtype a : dts) {
     for (Dtype b : dts) {
-      check(std::string("add mixed ") + dtype_name(a) + " " + dtype_name(b),
-            [&] { return make({3, 7}, a, 9) + make({7}, b, 10); });
-      check(std::string("lt mixed ") + dtype_name(a) + " " + dtype_name(b),
-            [&] { return make({3, 7}, a, 9).lt(make({7}, b, 10)); });
+      std::string ab = std::string(dtype_name(a)) + " " + dtype_name(b);
+      check_many({"add mixed " + ab, "lt mixed " + ab}, [&] {
+        Tensor x = make({3, 7}, a, 9), y = make({7}, b, 10);
+        return std::vector<Tensor>{x + y, x.lt(y)};
+      });
     }
   }
 }

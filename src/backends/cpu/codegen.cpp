@@ -3,11 +3,17 @@
 // loop the loop vectorizer handles (unit-stride, invariant or constant-stride loads), and rows
 // above it compute their operand offsets with div/mod by constants. Values live in registers as
 // float (f16, bf16, f32), double (f64) or i64 (integers and bool), rounded to their dtype after
-// every op so results match the reference's per-op rounding.
+// every op so results match the reference's per-op rounding. Views are loads and stores at
+// their strides (transposed walks go in 64 x 64 tiles); reductions and normalizations are row
+// loops (or column loops for a leading/middle dim) over the kept elements; random ops compute
+// the counter-based generator of ir/random.h in the loop.
 #include "backends/cpu/codegen.h"
 
+#include <algorithm>
 #include <atomic>
+#include <functional>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -23,6 +29,8 @@
 #include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
 #include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
+#include <llvm/IR/DiagnosticInfo.h>
+#include <llvm/IR/DiagnosticPrinter.h>
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Intrinsics.h>
 #include <llvm/IR/LLVMContext.h>
@@ -347,12 +355,58 @@ struct Gen {
     return v;
   }
 
+  // A member's value: AsStrided members are loads through their view (an input).
+  llvm::Value* member(int32_t m) {
+    if (g.instrs[m].op == Op::AsStridedScatter) return value(g.instrs[m].inputs[1]);
+    if (g.instrs[m].op == Op::AsStrided) {
+      vals.erase(m);
+      return value(m);
+    }
+    return emit(g.instrs[m]);
+  }
+
+  llvm::Value* mix64(llvm::Value* x) {
+    auto c = [&](uint64_t v) { return llvm::ConstantInt::get(i64, v); };
+    x = b.CreateAdd(x, c(0x9e3779b97f4a7c15ull));
+    x = b.CreateMul(b.CreateXor(x, b.CreateLShr(x, c(30))), c(0xbf58476d1ce4e5b9ull));
+    x = b.CreateMul(b.CreateXor(x, b.CreateLShr(x, c(27))), c(0x94d049bb133111ebull));
+    return b.CreateXor(x, b.CreateLShr(x, c(31)));
+  }
+  // ir::random_uniform for the counter: 53 or 24 bits as a double in [0, 1).
+  llvm::Value* uniform(llvm::Value* mseed, llvm::Value* ctr, bool wide) {
+    llvm::Value* bits = mix64(b.CreateXor(mseed, ctr));
+    bits = b.CreateLShr(bits, ci(wide ? 11 : 40));
+    return b.CreateFMul(b.CreateUIToFP(bits, f64), cf(f64, wide ? 0x1.0p-53 : 0x1.0p-24));
+  }
+
   llvm::Value* emit(const Instr& in) {
     cur = &in;
     const Op op = in.op;
     std::vector<llvm::Value*> a;
     for (int32_t c : in.inputs) a.push_back(value(c));
     if (op == Op::Full) return to_dtype(a[0], in.dtype);
+    if (op == Op::RandUniform || op == Op::RandNormal || op == Op::RandInt) {
+      // Counter-based (ir/random.h): element k of the output draws counter offset + k.
+      llvm::Value* lin = b.CreateAdd(row_base, j);
+      llvm::Value* mseed = mix64(to_compute(a[0], i64));
+      llvm::Value* ctr = b.CreateAdd(to_compute(a[1], i64), lin);
+      if (op == Op::RandUniform) return to_dtype(uniform(mseed, ctr, in.dtype == kFloat64), in.dtype);
+      if (op == Op::RandNormal) {
+        llvm::Value* c2 = b.CreateMul(ctr, ci(2));
+        llvm::Value* u1 = b.CreateFSub(cf(f64, 1.0), uniform(mseed, c2, true));
+        llvm::Value* u2 = uniform(mseed, b.CreateAdd(c2, ci(1)), true);
+        llvm::Value* rad = b.CreateUnaryIntrinsic(
+            llvm::Intrinsic::sqrt, b.CreateFMul(cf(f64, -2.0), math(Math::Log, u1)));
+        llvm::Value* r = b.CreateFMul(rad, math(Math::Cos, b.CreateFMul(cf(f64, 6.283185307179586), u2)));
+        return to_dtype(r, in.dtype);
+      }
+      llvm::Value* lo = to_compute(a[2], i64);
+      llvm::Value* range = b.CreateSub(to_compute(a[3], i64), lo);
+      llvm::Value* zero = b.CreateICmpEQ(range, ci(0));
+      llvm::Value* bits = mix64(b.CreateXor(mseed, ctr));
+      llvm::Value* q = b.CreateURem(bits, b.CreateSelect(zero, ci(1), range));
+      return to_dtype(b.CreateAdd(lo, b.CreateSelect(zero, ci(0), q)), in.dtype);
+    }
     if (op == Op::Arange) {
       llvm::Value* lin = b.CreateAdd(row_base, j);
       if (is_floating(in.dtype)) {
@@ -490,6 +544,11 @@ void merge_dims(const Shape& shape, std::vector<Shape>& strides, Shape& dims) {
   strides = std::move(out);
 }
 
+std::vector<llvm::Value*> counted_loop(
+    llvm::LLVMContext& C, llvm::IRBuilder<>& b, llvm::Value* lo, llvm::Value* hi,
+    const std::vector<llvm::Value*>& init, bool vectorize_hint,
+    const std::function<std::vector<llvm::Value*>(llvm::Value*, const std::vector<llvm::Value*>&)>& f);
+
 void build_kernel(Jit& jit, llvm::LLVMContext& C, llvm::Module& M, const LoweredGraph& g,
                   const FusedSpec& s, const std::string& name) {
   llvm::Type* ptr = llvm::PointerType::getUnqual(C);
@@ -503,7 +562,7 @@ void build_kernel(Jit& jit, llvm::LLVMContext& C, llvm::Module& M, const Lowered
   auto* body = llvm::Function::Create(llvm::FunctionType::get(voidt, bp, false),
                                       llvm::Function::InternalLinkage, name + "_body", M);
   auto* entry = llvm::Function::Create(
-      llvm::FunctionType::get(voidt, {ptr, ptr, i64, i64}, false),
+      llvm::FunctionType::get(voidt, {ptr, ptr, i64, i64, i64, i64, ptr}, false),
       llvm::Function::ExternalLinkage, name, M);
   for (llvm::Function* f : {body, entry}) {
     f->addFnAttr("target-cpu", jit.cpu);
@@ -546,6 +605,16 @@ void build_kernel(Jit& jit, llvm::LLVMContext& C, llvm::Module& M, const Lowered
     }
   }
   strides.push_back(ir::contiguous_strides(s.shape));
+  // Scatter outputs (AsStridedScatter): stored at their view's positions.
+  std::vector<size_t> scat;
+  for (size_t q = 0; q < s.outputs.size(); ++q) {
+    if (!s.outputs[q].scatter) continue;
+    scat.push_back(q);
+    strides.push_back(s.outputs[q].strides);
+  }
+  const size_t nin = array_inputs.size();
+  std::vector<llvm::Value*> sc_off(scat.size());
+  std::vector<int64_t> sc_inner(scat.size());
   Shape dims;
   merge_dims(s.shape, strides, dims);
   const size_t rank = dims.size();
@@ -559,7 +628,7 @@ void build_kernel(Jit& jit, llvm::LLVMContext& C, llvm::Module& M, const Lowered
   for (size_t k = 0; k < s.inputs.size(); ++k) {
     gen.input_index[s.inputs[k].instr] = static_cast<int32_t>(k);
     if (s.inputs[k].arg >= 0) continue;
-    const Instr& si = g.instrs[s.inputs[k].instr];
+    const Instr& si = g.instrs[s.inputs[k].storage()];
     llvm::Value* base = b.CreateInBoundsGEP(b.getInt8Ty(), scalars, b.getInt64(16 * int64_t{si.slot}));
     llvm::Value* v;
     if (is_floating(si.dtype)) {
@@ -570,81 +639,106 @@ void build_kernel(Jit& jit, llvm::LLVMContext& C, llvm::Module& M, const Lowered
     gen.scalar_val[k] = gen.to_dtype(v, si.dtype);
   }
 
-  auto* bb_exit = llvm::BasicBlock::Create(C, "exit", body);
-  llvm::BasicBlock* row_latch = nullptr;
-  llvm::PHINode* r = nullptr;
-  llvm::Value* j0;
-  llvm::Value* j1;
+  for (size_t q = 0; q < array_inputs.size(); ++q) gen.inner_stride[array_inputs[q]] = strides[q][rank - 1];
+  for (size_t k = 0; k < scat.size(); ++k) sc_inner[k] = strides[nin + 1 + k][rank - 1];
+  // The innermost loop over j in [lo, hi) of the current row.
+  // Vectorization is forced (no cost model) except with scatter stores, where LLVM may fail to
+  // prove the stores independent of the loads and would print a remark.
+  const bool force_vec = scat.empty();
+  auto inner_loop = [&](llvm::Value* lo, llvm::Value* hi) {
+    counted_loop(C, b, lo, hi, {}, force_vec, [&](llvm::Value* j, const std::vector<llvm::Value*>&) {
+      gen.vals.clear();
+      gen.j = j;
+      for (int32_t m : s.members) gen.vals[m] = gen.member(m);
+      llvm::Value* oidx = b.CreateAdd(gen.row_base, j);
+      size_t sk = 0;
+      for (const auto& o : s.outputs) {
+        llvm::Value* idx = oidx;
+        if (o.scatter) {
+          idx = sc_off[sk];
+          if (sc_inner[sk] != 0) idx = b.CreateAdd(idx, b.CreateMul(j, b.getInt64(sc_inner[sk])));
+          sk++;
+        }
+        gen.store_elem(g.instrs[o.instr].dtype, gen.arg[o.arg], idx, gen.vals[o.instr]);
+      }
+      return std::vector<llvm::Value*>{};
+    });
+  };
+  auto smax = [&](llvm::Value* x, llvm::Value* y) { return b.CreateSelect(b.CreateICmpSGT(x, y), x, y); };
+  auto smin = [&](llvm::Value* x, llvm::Value* y) { return b.CreateSelect(b.CreateICmpSLT(x, y), x, y); };
   if (rank == 1) {
     gen.row_base = b.getInt64(0);
-    for (size_t q = 0; q < array_inputs.size(); ++q) gen.row_off[array_inputs[q]] = b.getInt64(0);
-    j0 = start;
-    j1 = end;
+    for (size_t q = 0; q < array_inputs.size(); ++q) {
+      gen.row_off[array_inputs[q]] = b.getInt64(s.inputs[array_inputs[q]].offset);
+    }
+    for (size_t k = 0; k < scat.size(); ++k) sc_off[k] = b.getInt64(s.outputs[scat[k]].offset);
+    inner_loop(start, end);
   } else {
     llvm::Value* r0 = b.CreateUDiv(start, b.getInt64(inner));
     llvm::Value* r1 = b.CreateUDiv(b.CreateAdd(end, b.getInt64(inner - 1)), b.getInt64(inner));
-    auto* hdr = llvm::BasicBlock::Create(C, "rows", body);
-    auto* rbody = llvm::BasicBlock::Create(C, "row", body);
-    row_latch = llvm::BasicBlock::Create(C, "row_next", body);
-    b.CreateBr(hdr);
-    b.SetInsertPoint(hdr);
-    r = b.CreatePHI(i64, 2, "r");
-    r->addIncoming(r0, bb_entry);
-    b.CreateCondBr(b.CreateICmpULT(r, r1), rbody, bb_exit);
-    b.SetInsertPoint(rbody);
-    // Offsets of the row for every array: the row's multi-index over dims[0..rank-2].
-    std::vector<llvm::Value*> offs(array_inputs.size(), b.getInt64(0));
-    llvm::Value* rem = r;
-    for (size_t d = rank - 1; d-- > 0;) {
-      llvm::Value* idx = d == 0 ? rem : b.CreateURem(rem, b.getInt64(dims[d]));
-      if (d != 0) rem = b.CreateUDiv(rem, b.getInt64(dims[d]));
-      for (size_t q = 0; q < array_inputs.size(); ++q) {
-        int64_t st = strides[q][d];
-        if (st != 0) offs[q] = b.CreateAdd(offs[q], b.CreateMul(idx, b.getInt64(st)));
+    // One row r, columns [cb, ce) of it clipped to [start, end).
+    auto row = [&](llvm::Value* r, llvm::Value* cb, llvm::Value* ce) {
+      // Offsets of the row for every array: the row's multi-index over dims[0..rank-2].
+      // Offset arrays: the array inputs, then the scatter outputs (strides after the output's).
+      std::vector<llvm::Value*> offs;
+      std::vector<size_t> sidx;
+      for (size_t q = 0; q < nin; ++q) {
+        offs.push_back(b.getInt64(s.inputs[array_inputs[q]].offset));
+        sidx.push_back(q);
       }
+      for (size_t k = 0; k < scat.size(); ++k) {
+        offs.push_back(b.getInt64(s.outputs[scat[k]].offset));
+        sidx.push_back(nin + 1 + k);
+      }
+      llvm::Value* rem = r;
+      for (size_t d = rank - 1; d-- > 0;) {
+        llvm::Value* idx = d == 0 ? rem : b.CreateURem(rem, b.getInt64(dims[d]));
+        if (d != 0) rem = b.CreateUDiv(rem, b.getInt64(dims[d]));
+        for (size_t q = 0; q < offs.size(); ++q) {
+          int64_t st = strides[sidx[q]][d];
+          if (st != 0) offs[q] = b.CreateAdd(offs[q], b.CreateMul(idx, b.getInt64(st)));
+        }
+      }
+      for (size_t q = 0; q < nin; ++q) gen.row_off[array_inputs[q]] = offs[q];
+      for (size_t k = 0; k < scat.size(); ++k) sc_off[k] = offs[nin + k];
+      gen.row_base = b.CreateMul(r, b.getInt64(inner));
+      inner_loop(smax(b.CreateSub(start, gen.row_base), cb), smin(b.CreateSub(end, gen.row_base), ce));
+    };
+    // Transposed reads (an input walks the inner dim with a large stride and the row dim with a
+    // small one) go tile by tile, so the cache lines and pages of both sides are reused.
+    constexpr int64_t kTile = 64;
+    bool tiled = inner >= 16 && dims[rank - 2] >= 16 && std::getenv("LAZYX_CPU_NO_TILING") == nullptr;
+    bool transposed = false;
+    for (size_t q = 0; q < strides.size(); ++q) {
+      int64_t si = std::abs(strides[q][rank - 1]), sr = std::abs(strides[q][rank - 2]);
+      if (si > 1 && sr != 0 && sr < si) transposed = true;
     }
-    for (size_t q = 0; q < array_inputs.size(); ++q) gen.row_off[array_inputs[q]] = offs[q];
-    gen.row_base = b.CreateMul(r, b.getInt64(inner));
-    llvm::Value* lo = b.CreateSub(start, gen.row_base);
-    llvm::Value* hi = b.CreateSub(end, gen.row_base);
-    j0 = b.CreateSelect(b.CreateICmpSGT(lo, b.getInt64(0)), lo, b.getInt64(0));
-    j1 = b.CreateSelect(b.CreateICmpSLT(hi, b.getInt64(inner)), hi, b.getInt64(inner));
+    tiled = tiled && transposed;
+    auto none = std::vector<llvm::Value*>{};
+    if (!tiled) {
+      counted_loop(C, b, r0, r1, {}, false, [&](llvm::Value* r, const std::vector<llvm::Value*>&) {
+        row(r, b.getInt64(0), b.getInt64(inner));
+        return none;
+      });
+    } else {
+      llvm::Value* nrt = b.CreateUDiv(b.CreateAdd(b.CreateSub(r1, r0), b.getInt64(kTile - 1)), b.getInt64(kTile));
+      const int64_t nct = (inner + kTile - 1) / kTile;
+      counted_loop(C, b, b.getInt64(0), nrt, {}, false, [&](llvm::Value* t, const std::vector<llvm::Value*>&) {
+        llvm::Value* rb = b.CreateAdd(r0, b.CreateMul(t, b.getInt64(kTile)));
+        llvm::Value* re = smin(b.CreateAdd(rb, b.getInt64(kTile)), r1);
+        counted_loop(C, b, b.getInt64(0), b.getInt64(nct), {}, false, [&](llvm::Value* c, const std::vector<llvm::Value*>&) {
+          llvm::Value* cb = b.CreateMul(c, b.getInt64(kTile));
+          llvm::Value* ce = smin(b.CreateAdd(cb, b.getInt64(kTile)), b.getInt64(inner));
+          counted_loop(C, b, rb, re, {}, false, [&](llvm::Value* r, const std::vector<llvm::Value*>&) {
+            row(r, cb, ce);
+            return none;
+          });
+          return none;
+        });
+        return none;
+      });
+    }
   }
-  for (size_t q = 0; q < array_inputs.size(); ++q) gen.inner_stride[array_inputs[q]] = strides[q][rank - 1];
-
-  llvm::BasicBlock* after = row_latch ? row_latch : bb_exit;
-  auto* pre = b.GetInsertBlock();
-  auto* loop = llvm::BasicBlock::Create(C, "loop", body);
-  b.CreateCondBr(b.CreateICmpSLT(j0, j1), loop, after);
-  b.SetInsertPoint(loop);
-  llvm::PHINode* j = b.CreatePHI(i64, 2, "j");
-  j->addIncoming(j0, pre);
-  gen.j = j;
-  for (int32_t m : s.members) gen.vals[m] = gen.emit(g.instrs[m]);
-  llvm::Value* oidx = b.CreateAdd(gen.row_base, j);
-  for (const auto& o : s.outputs) {
-    gen.store_elem(g.instrs[o.instr].dtype, gen.arg[o.arg], oidx, gen.vals[o.instr]);
-  }
-  llvm::Value* jn = b.CreateAdd(j, b.getInt64(1), "", true, true);
-  j->addIncoming(jn, b.GetInsertBlock());
-  auto* br = b.CreateCondBr(b.CreateICmpSLT(jn, j1), loop, after);
-  {
-    llvm::MDNode* enable = llvm::MDNode::get(
-        C, {llvm::MDString::get(C, "llvm.loop.vectorize.enable"),
-            llvm::ConstantAsMetadata::get(b.getTrue())});
-    llvm::MDNode* mp = llvm::MDNode::get(C, {llvm::MDString::get(C, "llvm.loop.mustprogress")});
-    auto tmp = llvm::MDNode::getTemporary(C, {});
-    llvm::MDNode* loopid = llvm::MDNode::get(C, {tmp.get(), enable, mp});
-    loopid->replaceOperandWith(0, loopid);
-    br->setMetadata(llvm::LLVMContext::MD_loop, loopid);
-  }
-  if (row_latch) {
-    b.SetInsertPoint(row_latch);
-    llvm::Value* rn = b.CreateAdd(r, b.getInt64(1));
-    r->addIncoming(rn, row_latch);
-    b.CreateBr(r->getParent());
-  }
-  b.SetInsertPoint(bb_exit);
   b.CreateRetVoid();
 }
 
@@ -658,7 +752,7 @@ bool reduce_dims(const LoweredGraph& g, const FusedSpec& s, Shape& kdims, Shape&
   const Instr& red = g.instrs[s.reduce_instr];
   const Shape& shape = s.shape;
   std::vector<char> is_red(shape.size(), 0);
-  for (int64_t d : red.attrs.ints) is_red[d] = 1;
+  for (int64_t d : reduced_dims(red)) is_red[d] = 1;
   Shape ks, rs;
   std::vector<Shape> kst(strides.size()), rst(strides.size());
   for (size_t d = 0; d < shape.size(); ++d) {
@@ -672,19 +766,69 @@ bool reduce_dims(const LoweredGraph& g, const FusedSpec& s, Shape& kdims, Shape&
   return rdim.size() == 1;
 }
 
+// A counted loop j in [lo, hi) carrying accumulators; returns their values after the loop.
+std::vector<llvm::Value*> counted_loop(
+    llvm::LLVMContext& C, llvm::IRBuilder<>& b, llvm::Value* lo, llvm::Value* hi,
+    const std::vector<llvm::Value*>& init, bool vectorize_hint,
+    const std::function<std::vector<llvm::Value*>(llvm::Value*, const std::vector<llvm::Value*>&)>& f) {
+  llvm::Function* fn = b.GetInsertBlock()->getParent();
+  llvm::BasicBlock* pre = b.GetInsertBlock();
+  auto* loop = llvm::BasicBlock::Create(C, "loop", fn);
+  auto* done = llvm::BasicBlock::Create(C, "done", fn);
+  b.CreateCondBr(b.CreateICmpSLT(lo, hi), loop, done);
+  b.SetInsertPoint(loop);
+  llvm::PHINode* j = b.CreatePHI(b.getInt64Ty(), 2, "j");
+  j->addIncoming(lo, pre);
+  std::vector<llvm::Value*> acc;
+  for (llvm::Value* v : init) {
+    llvm::PHINode* p = b.CreatePHI(v->getType(), 2);
+    p->addIncoming(v, pre);
+    acc.push_back(p);
+  }
+  std::vector<llvm::Value*> nv = f(j, acc);
+  llvm::BasicBlock* latch = b.GetInsertBlock();
+  llvm::Value* jn = b.CreateAdd(j, b.getInt64(1), "", true, true);
+  j->addIncoming(jn, latch);
+  for (size_t k = 0; k < acc.size(); ++k) llvm::cast<llvm::PHINode>(acc[k])->addIncoming(nv[k], latch);
+  auto* br = b.CreateCondBr(b.CreateICmpSLT(jn, hi), loop, done);
+  if (vectorize_hint) {
+    llvm::MDNode* enable = llvm::MDNode::get(
+        C, {llvm::MDString::get(C, "llvm.loop.vectorize.enable"), llvm::ConstantAsMetadata::get(b.getTrue())});
+    auto tmp = llvm::MDNode::getTemporary(C, {});
+    llvm::MDNode* loopid = llvm::MDNode::get(C, {tmp.get(), enable});
+    loopid->replaceOperandWith(0, loopid);
+    br->setMetadata(llvm::LLVMContext::MD_loop, loopid);
+  }
+  b.SetInsertPoint(done);
+  std::vector<llvm::Value*> out;
+  for (size_t k = 0; k < init.size(); ++k) {
+    llvm::PHINode* p = b.CreatePHI(init[k]->getType(), 2);
+    p->addIncoming(init[k], pre);
+    p->addIncoming(nv[k], latch);
+    out.push_back(p);
+  }
+  return out;
+}
+
+// Reductions and normalizations with their elementwise prologue. Row mode: for each kept
+// element o in [start, end), the reduced dim (merged into one) is the inner loop. Column mode
+// (Sum/Mean/Amax/Amin whose reduced dim is not contiguous but whose kept inner dim is): for a
+// block of up to 256 contiguous kept elements, the reduced dim is the outer loop and the block
+// the inner one, with accumulators in a stack array. Other group outputs are stored at their
+// contiguous positions, so every input element is still visited exactly once (LogSumExp,
+// Softmax and LogSoftmax recompute the prologue in their later passes without storing).
 void build_reduce_kernel(Jit& jit, llvm::LLVMContext& C, llvm::Module& M, const LoweredGraph& g,
                          const FusedSpec& s, const std::string& name) {
   llvm::Type* ptr = llvm::PointerType::getUnqual(C);
   llvm::Type* i64 = llvm::Type::getInt64Ty(C);
   llvm::Type* voidt = llvm::Type::getVoidTy(C);
   std::vector<llvm::Type*> bp(s.num_args, ptr);
-  bp.push_back(ptr);
-  bp.push_back(i64);
-  bp.push_back(i64);
+  for (llvm::Type* t : {ptr, i64, i64, i64, i64, ptr}) bp.push_back(t);
   auto* body = llvm::Function::Create(llvm::FunctionType::get(voidt, bp, false),
                                       llvm::Function::InternalLinkage, name + "_body", M);
-  auto* entry = llvm::Function::Create(llvm::FunctionType::get(voidt, {ptr, ptr, i64, i64}, false),
-                                       llvm::Function::ExternalLinkage, name, M);
+  auto* entry = llvm::Function::Create(
+      llvm::FunctionType::get(voidt, {ptr, ptr, i64, i64, i64, i64, ptr}, false),
+      llvm::Function::ExternalLinkage, name, M);
   for (llvm::Function* f : {body, entry}) {
     f->addFnAttr("target-cpu", jit.cpu);
     f->addFnAttr("target-features", jit.features);
@@ -701,9 +845,7 @@ void build_reduce_kernel(Jit& jit, llvm::LLVMContext& C, llvm::Module& M, const 
     for (int a = 0; a < s.num_args; ++a) {
       args.push_back(b.CreateLoad(ptr, b.CreateInBoundsGEP(ptr, entry->getArg(0), b.getInt64(a))));
     }
-    args.push_back(entry->getArg(1));
-    args.push_back(entry->getArg(2));
-    args.push_back(entry->getArg(3));
+    for (unsigned a = 1; a < 7; ++a) args.push_back(entry->getArg(a));
     b.CreateCall(body, args);
     b.CreateRetVoid();
   }
@@ -712,8 +854,15 @@ void build_reduce_kernel(Jit& jit, llvm::LLVMContext& C, llvm::Module& M, const 
   llvm::Value* scalars = body->getArg(s.num_args);
   llvm::Value* start = body->getArg(s.num_args + 1);
   llvm::Value* end = body->getArg(s.num_args + 2);
+  llvm::Value* j0 = body->getArg(s.num_args + 3);
+  llvm::Value* j1 = body->getArg(s.num_args + 4);
+  llvm::Value* partial = body->getArg(s.num_args + 5);
 
-  // Arrays: array inputs, then the group's elementwise outputs (contiguous in the group shape).
+  const Instr& red = g.instrs[s.reduce_instr];
+  const Op rop = red.op;
+  const bool norm = is_normalization(rop);
+  // Arrays: array inputs, the group's elementwise outputs (contiguous in the group shape), and
+  // a normalization's own output (also contiguous in the group shape).
   std::vector<int32_t> array_inputs;
   std::vector<Shape> strides;
   for (size_t k = 0; k < s.inputs.size(); ++k) {
@@ -728,12 +877,15 @@ void build_reduce_kernel(Jit& jit, llvm::LLVMContext& C, llvm::Module& M, const 
     ew_outputs.push_back(&o);
     strides.push_back(ir::contiguous_strides(s.shape));
   }
+  if (norm) strides.push_back(ir::contiguous_strides(s.shape));
   Shape kdims, rdim;
   std::vector<Shape> kstr, rstr;
   if (!reduce_dims(g, s, kdims, rdim, kstr, rstr, strides)) {
-    ir::fail(ir::op_name(g.instrs[s.reduce_instr].op), "internal: the reduced dims do not merge.");
+    ir::fail(ir::op_name(rop), "internal: the reduced dims do not merge.");
   }
   const size_t na = strides.size();
+  const size_t nin = array_inputs.size();
+  const int64_t K = rdim[0];
 
   auto* bb_entry = llvm::BasicBlock::Create(C, "entry", body);
   b.SetInsertPoint(bb_entry);
@@ -743,109 +895,247 @@ void build_reduce_kernel(Jit& jit, llvm::LLVMContext& C, llvm::Module& M, const 
   for (size_t k = 0; k < s.inputs.size(); ++k) {
     gen.input_index[s.inputs[k].instr] = static_cast<int32_t>(k);
     if (s.inputs[k].arg >= 0) continue;
-    const Instr& si = g.instrs[s.inputs[k].instr];
+    const Instr& si = g.instrs[s.inputs[k].storage()];
     llvm::Value* base = b.CreateInBoundsGEP(b.getInt8Ty(), scalars, b.getInt64(16 * int64_t{si.slot}));
     llvm::Value* v = is_floating(si.dtype)
                          ? b.CreateLoad(b.getDoubleTy(), base)
                          : b.CreateLoad(i64, b.CreateInBoundsGEP(b.getInt8Ty(), base, b.getInt64(8)));
     gen.scalar_val[k] = gen.to_dtype(v, si.dtype);
   }
-  const Instr& red = g.instrs[s.reduce_instr];
   const Instr& src = g.instrs[red.inputs[0]];
-  const bool fl = is_floating(src.dtype) || red.op == Op::Mean;
+  const bool fl = is_floating(src.dtype) || rop == Op::Mean || rop == Op::LogSumExp || norm ||
+                  rop == Op::Argmax;
   llvm::Type* at = fl ? gen.f64 : i64;
+  const bool sum_like = rop == Op::Sum || rop == Op::Mean;
   llvm::Value* init;
-  if (red.op == Op::Amax) {
+  if (rop == Op::Amax) {
     init = fl ? gen.cf(at, -INFINITY) : gen.ci(std::numeric_limits<int64_t>::min());
-  } else if (red.op == Op::Amin) {
+  } else if (rop == Op::Amin) {
     init = fl ? gen.cf(at, INFINITY) : gen.ci(std::numeric_limits<int64_t>::max());
   } else {
     init = fl ? gen.cf(at, 0.0) : gen.ci(0);
+  }
+  // Column mode: the reduced dim is strided for every array, the kept inner dim contiguous for
+  // one of them.
+  bool column = splittable(rop) && kdims.back() > 1 && nin > 0;
+  if (column) {
+    bool any_unit = false;
+    for (size_t a = 0; a < na; ++a) {
+      if (rstr[a][0] == 1) column = false;
+      if (a < nin && kstr[a].back() == 1) any_unit = true;
+    }
+    column = column && any_unit;
+  }
+  constexpr int64_t kBlock = 256;
+  llvm::Value* acc_arr = column ? b.CreateAlloca(at, b.getInt64(kBlock)) : nullptr;
+
+  auto combine = [&](llvm::Value* acc, llvm::Value* v) -> llvm::Value* {
+    if (sum_like) {
+      if (!fl) return b.CreateAdd(acc, v);
+      llvm::Value* r = b.CreateFAdd(acc, v);
+      if (auto* inst = llvm::dyn_cast<llvm::Instruction>(r)) inst->setHasAllowReassoc(true);
+      return r;
+    }
+    if (fl) {
+      llvm::Value* better = rop == Op::Amax ? b.CreateFCmpOGT(v, acc) : b.CreateFCmpOLT(v, acc);
+      return b.CreateSelect(b.CreateFCmpUNO(acc, v), gen.cf(at, NAN), b.CreateSelect(better, v, acc));
+    }
+    return b.CreateBinaryIntrinsic(rop == Op::Amax ? llvm::Intrinsic::smax : llvm::Intrinsic::smin, acc, v);
+  };
+  // max(acc, v) ignoring a NaN v, as a vectorizable recurrence: NaN becomes -inf, so neither
+  // operand is ever NaN and the nnan/nsz flags hold (the sign of a zero max is not observable:
+  // it is only compared and subtracted).
+  auto max_ignoring_nan = [&](llvm::Value* acc, llvm::Value* v) -> llvm::Value* {
+    llvm::Value* vv = b.CreateSelect(b.CreateFCmpUNO(v, v), gen.cf(v->getType(), -INFINITY), v);
+    llvm::FastMathFlags fmf;
+    fmf.setNoNaNs();
+    fmf.setNoSignedZeros();
+    llvm::Value* c = b.CreateFCmpOGT(vv, acc);
+    if (auto* i = llvm::dyn_cast<llvm::Instruction>(c)) i->setFastMathFlags(fmf);
+    llvm::Value* r = b.CreateSelect(c, vv, acc);
+    if (auto* i = llvm::dyn_cast<llvm::Instruction>(r)) i->setFastMathFlags(fmf);
+    return r;
+  };
+  // The reduced value of one element: offsets of the arrays are `base[a] + jv * jst[a]`.
+  auto element = [&](const std::vector<llvm::Value*>& base, llvm::Value* jv,
+                     const std::vector<int64_t>& jst, bool store_ew) -> llvm::Value* {
+    gen.vals.clear();
+    for (size_t q = 0; q < nin; ++q) {
+      gen.row_off[array_inputs[q]] = base[q];
+      gen.inner_stride[array_inputs[q]] = jst[q];
+    }
+    gen.j = jv;
+    gen.row_base = b.getInt64(0);
+    for (int32_t m : s.members) {
+      if (m != s.reduce_instr) gen.vals[m] = gen.member(m);
+    }
+    if (store_ew) {
+      for (size_t q = 0; q < ew_outputs.size(); ++q) {
+        size_t a = nin + q;
+        llvm::Value* idx = base[a];
+        if (jst[a] != 0) idx = b.CreateAdd(idx, b.CreateMul(jv, b.getInt64(jst[a])));
+        gen.store_elem(g.instrs[ew_outputs[q]->instr].dtype, gen.arg[ew_outputs[q]->arg], idx,
+                       gen.vals[ew_outputs[q]->instr]);
+      }
+    }
+    gen.cur = &red;
+    return gen.to_compute(gen.value(red.inputs[0]), at);
+  };
+  // Stores the accumulator of kept element o: raw into `partial`, or finalized.
+  auto store_result = [&](llvm::Value* o, llvm::Value* acc) {
+    if (splittable(rop)) {
+      llvm::Function* fn = b.GetInsertBlock()->getParent();
+      auto* bp_ = llvm::BasicBlock::Create(C, "partial", fn);
+      auto* bf = llvm::BasicBlock::Create(C, "final", fn);
+      auto* bj = llvm::BasicBlock::Create(C, "stored", fn);
+      b.CreateCondBr(b.CreateIsNotNull(partial), bp_, bf);
+      b.SetInsertPoint(bp_);
+      b.CreateStore(acc, b.CreateInBoundsGEP(at, partial, b.CreateSub(o, start)));
+      b.CreateBr(bj);
+      b.SetInsertPoint(bf);
+      llvm::Value* r = acc;
+      if (rop == Op::Mean) r = b.CreateFDiv(r, gen.cf(at, static_cast<double>(K)));
+      gen.store_elem(red.dtype, gen.arg[s.reduce_arg], o, gen.to_dtype(r, red.dtype));
+      b.CreateBr(bj);
+      b.SetInsertPoint(bj);
+      return;
+    }
+    gen.store_elem(red.dtype, gen.arg[s.reduce_arg], o, gen.to_dtype(acc, red.dtype));
+  };
+  // Offsets of every array at kept element o.
+  auto kept_offsets = [&](llvm::Value* o) {
+    std::vector<llvm::Value*> offs;
+    for (size_t a = 0; a < na; ++a) offs.push_back(b.getInt64(a < nin ? s.inputs[array_inputs[a]].offset : 0));
+    llvm::Value* rem = o;
+    for (size_t d = kdims.size(); d-- > 0;) {
+      llvm::Value* idx = d == 0 ? rem : b.CreateURem(rem, b.getInt64(kdims[d]));
+      if (d != 0) rem = b.CreateUDiv(rem, b.getInt64(kdims[d]));
+      for (size_t a = 0; a < na; ++a) {
+        if (kstr[a][d] != 0) offs[a] = b.CreateAdd(offs[a], b.CreateMul(idx, b.getInt64(kstr[a][d])));
+      }
+    }
+    return offs;
+  };
+  std::vector<int64_t> rj(na), kj(na);
+  for (size_t a = 0; a < na; ++a) {
+    rj[a] = rstr[a][0];
+    kj[a] = kstr[a].back();
   }
 
   auto* bb_exit = llvm::BasicBlock::Create(C, "exit", body);
   auto* hdr = llvm::BasicBlock::Create(C, "outs", body);
   auto* obody = llvm::BasicBlock::Create(C, "out", body);
-  auto* loop = llvm::BasicBlock::Create(C, "loop", body);
-  auto* fin = llvm::BasicBlock::Create(C, "fin", body);
   b.CreateBr(hdr);
   b.SetInsertPoint(hdr);
   llvm::PHINode* o = b.CreatePHI(i64, 2, "o");
   o->addIncoming(start, bb_entry);
   b.CreateCondBr(b.CreateICmpSLT(o, end), obody, bb_exit);
   b.SetInsertPoint(obody);
-  std::vector<llvm::Value*> offs(na, b.getInt64(0));
-  llvm::Value* rem = o;
-  for (size_t d = kdims.size(); d-- > 0;) {
-    llvm::Value* idx = d == 0 ? rem : b.CreateURem(rem, b.getInt64(kdims[d]));
-    if (d != 0) rem = b.CreateUDiv(rem, b.getInt64(kdims[d]));
-    for (size_t a = 0; a < na; ++a) {
-      if (kstr[a][d] != 0) offs[a] = b.CreateAdd(offs[a], b.CreateMul(idx, b.getInt64(kstr[a][d])));
-    }
-  }
-  for (size_t q = 0; q < array_inputs.size(); ++q) {
-    gen.row_off[array_inputs[q]] = offs[q];
-    gen.inner_stride[array_inputs[q]] = rstr[q][0];
-  }
-  gen.row_base = b.getInt64(0);
-  const int64_t K = rdim[0];
-  llvm::BasicBlock* pre = b.GetInsertBlock();
-  b.CreateCondBr(b.getInt1(K > 0), loop, fin);
-  b.SetInsertPoint(loop);
-  llvm::PHINode* j = b.CreatePHI(i64, 2, "j");
-  llvm::PHINode* acc = b.CreatePHI(at, 2, "acc");
-  j->addIncoming(b.getInt64(0), pre);
-  acc->addIncoming(init, pre);
-  gen.j = j;
-  for (int32_t m : s.members) {
-    if (m != s.reduce_instr) gen.vals[m] = gen.emit(g.instrs[m]);
-  }
-  for (size_t q = 0; q < ew_outputs.size(); ++q) {
-    size_t a = array_inputs.size() + q;
-    llvm::Value* idx = offs[a];
-    if (rstr[a][0] != 0) idx = b.CreateAdd(idx, b.CreateMul(j, b.getInt64(rstr[a][0])));
-    gen.store_elem(g.instrs[ew_outputs[q]->instr].dtype, gen.arg[ew_outputs[q]->arg], idx,
-                   gen.vals[ew_outputs[q]->instr]);
-  }
-  gen.cur = &red;
-  llvm::Value* v = gen.to_compute(gen.value(red.inputs[0]), at);
-  llvm::Value* nacc;
-  if (red.op == Op::Sum || red.op == Op::Mean) {
-    if (fl) {
-      nacc = b.CreateFAdd(acc, v);
-      if (auto* inst = llvm::dyn_cast<llvm::Instruction>(nacc)) inst->setHasAllowReassoc(true);
-    } else {
-      nacc = b.CreateAdd(acc, v);
-    }
-  } else if (fl) {
-    llvm::Value* better = red.op == Op::Amax ? b.CreateFCmpOGT(v, acc) : b.CreateFCmpOLT(v, acc);
-    nacc = b.CreateSelect(b.CreateFCmpUNO(acc, v), gen.cf(at, NAN), b.CreateSelect(better, v, acc));
+  std::vector<llvm::Value*> offs = kept_offsets(o);
+  llvm::Value* onext;
+  if (column) {
+    const int64_t kin = kdims.back();
+    llvm::Value* rowend = b.CreateMul(b.CreateAdd(b.CreateUDiv(o, b.getInt64(kin)), b.getInt64(1)), b.getInt64(kin));
+    llvm::Value* oe = b.CreateAdd(o, b.getInt64(kBlock));
+    oe = b.CreateSelect(b.CreateICmpSLT(rowend, oe), rowend, oe);
+    oe = b.CreateSelect(b.CreateICmpSLT(end, oe), end, oe);
+    llvm::Value* nblk = b.CreateSub(oe, o);
+    counted_loop(C, b, b.getInt64(0), nblk, {}, false, [&](llvm::Value* i, const std::vector<llvm::Value*>&) {
+      b.CreateStore(init, b.CreateInBoundsGEP(at, acc_arr, i));
+      return std::vector<llvm::Value*>{};
+    });
+    counted_loop(C, b, j0, j1, {}, false, [&](llvm::Value* jr, const std::vector<llvm::Value*>&) {
+      std::vector<llvm::Value*> base(na);
+      for (size_t a = 0; a < na; ++a) {
+        base[a] = rj[a] == 0 ? offs[a] : b.CreateAdd(offs[a], b.CreateMul(jr, b.getInt64(rj[a])));
+      }
+      counted_loop(C, b, b.getInt64(0), nblk, {}, sum_like, [&](llvm::Value* i, const std::vector<llvm::Value*>&) {
+        llvm::Value* v = element(base, i, kj, true);
+        llvm::Value* p = b.CreateInBoundsGEP(at, acc_arr, i);
+        b.CreateStore(combine(b.CreateLoad(at, p), v), p);
+        return std::vector<llvm::Value*>{};
+      });
+      return std::vector<llvm::Value*>{};
+    });
+    counted_loop(C, b, b.getInt64(0), nblk, {}, false, [&](llvm::Value* i, const std::vector<llvm::Value*>&) {
+      store_result(b.CreateAdd(o, i), b.CreateLoad(at, b.CreateInBoundsGEP(at, acc_arr, i)));
+      return std::vector<llvm::Value*>{};
+    });
+    onext = oe;
+  } else if (splittable(rop)) {
+    auto r = counted_loop(C, b, j0, j1, {init}, sum_like, [&](llvm::Value* jv, const std::vector<llvm::Value*>& acc) {
+      return std::vector<llvm::Value*>{combine(acc[0], element(offs, jv, rj, true))};
+    });
+    store_result(o, r[0]);
+    onext = b.CreateAdd(o, b.getInt64(1));
+  } else if (rop == Op::Argmax) {
+    // Two vectorizable passes: the max ignoring NaN and whether there is a NaN; then the first
+    // index holding it (the first NaN if any), as the reference's strict-greater scan.
+    auto st = counted_loop(C, b, j0, j1, {gen.cf(gen.f64, -INFINITY), b.getInt8(0)}, false,
+                           [&](llvm::Value* jv, const std::vector<llvm::Value*>& acc) {
+      llvm::Value* v = element(offs, jv, rj, true);
+      llvm::Value* isn = b.CreateZExt(b.CreateFCmpUNO(v, v), b.getInt8Ty());
+      return std::vector<llvm::Value*>{max_ignoring_nan(acc[0], v), b.CreateOr(acc[1], isn)};
+    });
+    llvm::Value* has_nan = b.CreateICmpNE(st[1], b.getInt8(0));
+    const int64_t none = std::numeric_limits<int64_t>::max();
+    auto first = counted_loop(C, b, j0, j1, {gen.ci(none)}, false,
+                              [&](llvm::Value* jv, const std::vector<llvm::Value*>& acc) {
+      llvm::Value* v = element(offs, jv, rj, false);
+      llvm::Value* hit = b.CreateSelect(has_nan, b.CreateFCmpUNO(v, v), b.CreateFCmpOEQ(v, st[0]));
+      return std::vector<llvm::Value*>{b.CreateBinaryIntrinsic(
+          llvm::Intrinsic::smin, acc[0], b.CreateSelect(hit, jv, gen.ci(none)))};
+    });
+    llvm::Value* arg = b.CreateSelect(b.CreateICmpEQ(first[0], gen.ci(none)), gen.ci(-1), first[0]);
+    gen.store_elem(red.dtype, gen.arg[s.reduce_arg], o, gen.to_dtype(arg, red.dtype));
+    onext = b.CreateAdd(o, b.getInt64(1));
   } else {
-    nacc = b.CreateBinaryIntrinsic(red.op == Op::Amax ? llvm::Intrinsic::smax : llvm::Intrinsic::smin, acc, v);
+    // LogSumExp, Softmax, LogSoftmax: the max (NaN ignored, as std::max), then the sum of
+    // exp(v - max) in double, then the result.
+    auto mx = counted_loop(C, b, j0, j1, {gen.cf(gen.f64, -INFINITY)}, false,
+                           [&](llvm::Value* jv, const std::vector<llvm::Value*>& acc) {
+      llvm::Value* v = element(offs, jv, rj, true);
+      return std::vector<llvm::Value*>{max_ignoring_nan(acc[0], v)};
+    });
+    llvm::Value* isinf = b.CreateFCmpOEQ(b.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, mx[0]),
+                                         gen.cf(gen.f64, INFINITY));
+    llvm::Value* shift = b.CreateSelect(isinf, gen.cf(gen.f64, 0.0), mx[0]);
+    // exp(v - shift): in float for float32 and narrower sources (16 lanes; the sum stays in
+    // double), in double for float64 and integers.
+    const bool narrow = is_floating(src.dtype) && src.dtype != kFloat64;
+    llvm::Value* shift_f = narrow ? b.CreateFPTrunc(shift, gen.f32) : nullptr;
+    auto exp_shifted = [&](llvm::Value* v) -> llvm::Value* {
+      if (!narrow) return gen.math(Math::Exp, b.CreateFSub(v, shift));
+      llvm::Value* vf = b.CreateFPTrunc(v, gen.f32);  // exact: v came from a narrow dtype
+      return b.CreateFPExt(gen.math(Math::Exp, b.CreateFSub(vf, shift_f)), gen.f64);
+    };
+    auto sum = counted_loop(C, b, j0, j1, {gen.cf(gen.f64, 0.0)}, true,
+                            [&](llvm::Value* jv, const std::vector<llvm::Value*>& acc) {
+      llvm::Value* v = element(offs, jv, rj, false);
+      llvm::Value* r = b.CreateFAdd(acc[0], exp_shifted(v));
+      if (auto* inst = llvm::dyn_cast<llvm::Instruction>(r)) inst->setHasAllowReassoc(true);
+      return std::vector<llvm::Value*>{r};
+    });
+    llvm::Value* lsum = gen.math(Math::Log, sum[0]);
+    if (rop == Op::LogSumExp) {
+      gen.store_elem(red.dtype, gen.arg[s.reduce_arg], o,
+                     gen.to_dtype(b.CreateFAdd(lsum, shift), red.dtype));
+    } else {
+      const size_t oa = na - 1;
+      llvm::Value* inv = b.CreateFDiv(gen.cf(gen.f64, 1.0), sum[0]);
+      counted_loop(C, b, j0, j1, {}, true, [&](llvm::Value* jv, const std::vector<llvm::Value*>&) {
+        llvm::Value* v = element(offs, jv, rj, false);
+        llvm::Value* r = rop == Op::Softmax ? b.CreateFMul(exp_shifted(v), inv)
+                                            : b.CreateFSub(b.CreateFSub(v, shift), lsum);
+        llvm::Value* idx = offs[oa];
+        if (rj[oa] != 0) idx = b.CreateAdd(idx, b.CreateMul(jv, b.getInt64(rj[oa])));
+        gen.store_elem(red.dtype, gen.arg[s.reduce_arg], idx, gen.to_dtype(r, red.dtype));
+        return std::vector<llvm::Value*>{};
+      });
+    }
+    onext = b.CreateAdd(o, b.getInt64(1));
   }
-  llvm::Value* jn = b.CreateAdd(j, b.getInt64(1), "", true, true);
-  j->addIncoming(jn, b.GetInsertBlock());
-  acc->addIncoming(nacc, b.GetInsertBlock());
-  auto* br = b.CreateCondBr(b.CreateICmpSLT(jn, b.getInt64(K)), loop, fin);
-  // Forced vectorization only for sums: NaN-propagating min/max chains are not recognized as
-  // reductions, and a forced hint that fails prints a remark.
-  if (red.op == Op::Sum || red.op == Op::Mean) {
-    llvm::MDNode* enable = llvm::MDNode::get(
-        C, {llvm::MDString::get(C, "llvm.loop.vectorize.enable"), llvm::ConstantAsMetadata::get(b.getTrue())});
-    auto tmp = llvm::MDNode::getTemporary(C, {});
-    llvm::MDNode* loopid = llvm::MDNode::get(C, {tmp.get(), enable});
-    loopid->replaceOperandWith(0, loopid);
-    br->setMetadata(llvm::LLVMContext::MD_loop, loopid);
-  }
-  b.SetInsertPoint(fin);
-  llvm::PHINode* res = b.CreatePHI(at, 2, "res");
-  res->addIncoming(init, pre);
-  res->addIncoming(nacc, loop);
-  llvm::Value* r = res;
-  if (red.op == Op::Mean) r = b.CreateFDiv(r, gen.cf(at, static_cast<double>(K)));
-  gen.store_elem(red.dtype, gen.arg[s.reduce_arg], o, gen.to_dtype(r, red.dtype));
-  llvm::Value* on = b.CreateAdd(o, b.getInt64(1));
-  o->addIncoming(on, fin);
+  o->addIncoming(onext, b.GetInsertBlock());
   b.CreateBr(hdr);
   b.SetInsertPoint(bb_exit);
   b.CreateRetVoid();
@@ -853,12 +1143,43 @@ void build_reduce_kernel(Jit& jit, llvm::LLVMContext& C, llvm::Module& M, const 
 
 }  // namespace
 
+std::vector<int64_t> reduced_dims(const Instr& in) {
+  if (is_normalization(in.op)) return {in.attrs.i0};
+  return in.attrs.ints;
+}
+
+bool is_normalization(Op op) { return op == Op::Softmax || op == Op::LogSoftmax; }
+
+bool splittable(Op op) {
+  return op == Op::Sum || op == Op::Mean || op == Op::Amax || op == Op::Amin;
+}
+
+void reduce_extent(const LoweredGraph& g, const FusedSpec& s, int64_t& kept, int64_t& reduced) {
+  const Instr& red = g.instrs[s.reduce_instr];
+  std::vector<int64_t> dims = reduced_dims(red);
+  kept = 1;
+  reduced = 1;
+  for (size_t d = 0; d < s.shape.size(); ++d) {
+    bool r = std::find(dims.begin(), dims.end(), static_cast<int64_t>(d)) != dims.end();
+    (r ? reduced : kept) *= s.shape[d];
+  }
+}
+
 bool reduction_fusable(const LoweredGraph& g, int32_t i) {
   const Instr& in = g.instrs[i];
-  if (in.op != Op::Sum && in.op != Op::Mean && in.op != Op::Amax && in.op != Op::Amin) return false;
+  const Op op = in.op;
+  if (!splittable(op) && op != Op::LogSumExp && op != Op::Argmax && !is_normalization(op)) return false;
   const Instr& src = g.instrs[in.inputs[0]];
   if (src.dtype == kFloat16 && !the_jit().f16c) return false;
   if (in.dtype == kFloat16 && !the_jit().f16c) return false;
+  if (op == Op::Argmax && in.attrs.ints.size() != 1) return false;
+  if (is_normalization(op) && src.shape.empty()) return false;
+  if (op == Op::LogSumExp || is_normalization(op)) {
+    if (!is_floating(in.dtype)) return false;
+  }
+  for (int64_t d : reduced_dims(in)) {
+    if (d < 0 || d >= static_cast<int64_t>(src.shape.size())) return false;
+  }
   // The reduced dims must merge into one loop in the input's layout.
   FusedSpec s;
   s.shape = src.shape;
@@ -867,6 +1188,7 @@ bool reduction_fusable(const LoweredGraph& g, int32_t i) {
   std::vector<Shape> ks, rs;
   std::vector<Shape> strides = {ir::contiguous_strides(src.shape)};
   if (!reduce_dims(g, s, kd, rd, ks, rs, strides)) return false;
+  if (is_normalization(op)) return true;
   return ir::shape_numel(in.shape) == ir::shape_numel(kd) || ir::shape_numel(src.shape) == 0;
 }
 
@@ -880,22 +1202,49 @@ bool reduction_mergeable(const LoweredGraph& g, int32_t i, const Shape& shape,
   return reduce_dims(g, s, kd, rd, ks, rs, strides);
 }
 
+bool scatter_fusable(const LoweredGraph& g, int32_t i) {
+  const Instr& in = g.instrs[i];
+  if (in.op != Op::AsStridedScatter || in.inputs.size() != 2) return false;
+  if (std::getenv("LAZYX_CPU_NO_VIEW_FUSION")) return false;
+  const Instr& base = g.instrs[in.inputs[0]];
+  const Instr& src = g.instrs[in.inputs[1]];
+  if (base.dtype != in.dtype || src.dtype != in.dtype || base.shape != in.shape) return false;
+  if (in.attrs.ints.size() != src.shape.size()) return false;
+  if (in.dtype == kFloat16 && !the_jit().f16c) return false;
+  // Injective: dims sorted by stride, each stride beyond the extent of the smaller ones.
+  std::vector<std::pair<int64_t, int64_t>> d;  // (stride, size)
+  for (size_t k = 0; k < src.shape.size(); ++k) {
+    if (src.shape[k] == 0) return true;  // writes nothing
+    if (src.shape[k] > 1) d.push_back({in.attrs.ints[k], src.shape[k]});
+  }
+  std::sort(d.begin(), d.end());
+  int64_t extent = 0;
+  for (const auto& [st, sz] : d) {
+    if (st <= extent) return false;
+    extent += st * (sz - 1);
+  }
+  return in.attrs.i0 >= 0 && in.attrs.i0 + extent < std::max<int64_t>(ir::shape_numel(in.shape), 1);
+}
+
 bool fusable(const LoweredGraph& g, int32_t i) {
   const Instr& in = g.instrs[i];
-  if (ir::op_info(in.op).family != ir::OpFamily::Elementwise) return false;
-  switch (in.op) {
-    case Op::RandUniform:
-    case Op::RandNormal:
-    case Op::RandInt: return false;
-    default: break;
-  }
   Jit& jit = the_jit();
   auto f16_ok = [&](Dtype d) { return d != kFloat16 || jit.f16c; };
+  if (in.op == Op::AsStrided) {
+    // A strided read of the operand viewed as a flat array (the planner keeps the operand
+    // outside the group).
+    if (std::getenv("LAZYX_CPU_NO_VIEW_FUSION")) return false;
+    return f16_ok(in.dtype) && in.inputs.size() == 1 && in.attrs.ints.size() == in.shape.size() &&
+           g.instrs[in.inputs[0]].dtype == in.dtype;
+  }
+  if (ir::op_info(in.op).family != ir::OpFamily::Elementwise) return false;
+  const bool rand = in.op == Op::RandUniform || in.op == Op::RandNormal || in.op == Op::RandInt;
   if (!f16_ok(in.dtype)) return false;
   for (int32_t c : in.inputs) {
     if (!f16_ok(g.instrs[c].dtype)) return false;
     if (g.instrs[c].shape.size() > in.shape.size()) return false;
   }
+  if (rand) return in.inputs.size() == (in.op == Op::RandInt ? 4u : 2u);
   if (in.op == Op::Full || in.op == Op::Arange || is_logical(in.op) || in.op == Op::Where) return true;
   Dtype dom = domain_of(g, in);
   if (is_floating(dom)) return true;
@@ -908,12 +1257,26 @@ bool fusable(const LoweredGraph& g, int32_t i) {
   }
 }
 
+// LLVM's remarks ("loop not vectorized") stay quiet unless LAZYX_DEBUG is set; errors print.
+static void quiet_diagnostics(const llvm::DiagnosticInfo* di, void*) {
+  static const bool debug = [] {
+    const char* v = std::getenv("LAZYX_DEBUG");
+    return v && *v && std::string(v) != "0";
+  }();
+  if (di->getSeverity() != llvm::DS_Error && !debug) return;
+  llvm::DiagnosticPrinterRawOStream printer(llvm::errs());
+  llvm::errs() << "[cpu] llvm: ";
+  di->print(printer);
+  llvm::errs() << "\n";
+}
+
 std::vector<KernelFn> compile_fused(const LoweredGraph& g, const std::vector<FusedSpec>& specs,
                                     std::unique_ptr<CompiledModule>& keep) {
   std::vector<KernelFn> fns;
   if (specs.empty()) return fns;
   Jit& jit = the_jit();
   auto ctx = std::make_unique<llvm::LLVMContext>();
+  ctx->setDiagnosticHandlerCallBack(quiet_diagnostics, nullptr);
   int64_t id = jit.next_module.fetch_add(1);
   std::string prefix = "lazyx_m" + std::to_string(id) + "_k";
   auto mod = std::make_unique<llvm::Module>(prefix, *ctx);

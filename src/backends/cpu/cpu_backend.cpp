@@ -2,6 +2,9 @@
 // kernels for everything else), gives every intermediate an offset in one arena, decides which
 // donated outputs can be written in place (rule 6 of ALIASING.md), and runs the steps.
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <queue>
@@ -36,6 +39,11 @@ struct Step {
   std::vector<int32_t> arg_instr; // Fused: the instruction whose storage each argument is
   int64_t numel = 0;
   int64_t inner = 1;              // work per index of the parallel range
+  int32_t reduce = -1;            // Fused reduction: its instruction
+  bool split = false;             // the reduction's partial results combine (splittable)
+  std::vector<GemmOperand> gemm;  // Matmul: operands read as strided views, or empty
+  // Fused: (scatter instruction, its base) copied before the loop when their storage differs.
+  std::vector<std::pair<int32_t, int32_t>> pre_copies;
 };
 
 enum class LocKind : uint8_t { None, Param, Scalar, Arena, Output };
@@ -121,6 +129,40 @@ int64_t value_bytes(const Instr& in) {
 
 bool is_leaf(Op op) { return op == Op::Parameter || op == Op::Scalar; }
 
+// A view that reads its operand exactly as it is laid out: rule 6 allows it to read a donated
+// buffer that the same loop writes.
+bool view_is_identity(const Instr& v, const Instr& src) {
+  if (v.attrs.i0 != 0 || ir::shape_numel(v.shape) != ir::shape_numel(src.shape)) return false;
+  Shape cs = ir::contiguous_strides(v.shape);
+  for (size_t d = 0; d < v.shape.size(); ++d) {
+    if (v.shape[d] != 1 && v.attrs.ints[d] != cs[d]) return false;
+  }
+  return true;
+}
+
+// A 2-D float32 AsStrided operand of a 2-D matmul that sgemm can read in place: rows or columns
+// contiguous, with a leading dimension.
+bool gemm_view(const LoweredGraph& g, int32_t c, GemmOperand& op) {
+  const Instr& v = g.instrs[c];
+  if (v.op != Op::AsStrided || v.shape.size() != 2 || v.dtype != kFloat32) return false;
+  const Instr& x = g.instrs[v.inputs[0]];
+  if (x.op == Op::Scalar || x.dtype != kFloat32 || ir::shape_numel(v.shape) == 0) return false;
+  const int64_t r = v.shape[0], k = v.shape[1], s0 = v.attrs.ints[0], s1 = v.attrs.ints[1];
+  op.instr = v.inputs[0];
+  op.offset = v.attrs.i0;
+  if ((k <= 1 || s1 == 1) && (r <= 1 || s0 >= k)) {
+    op.trans = 'N';
+    op.ld = r <= 1 ? std::max<int64_t>(k, 1) : s0;
+    return true;
+  }
+  if ((r <= 1 || s0 == 1) && (k <= 1 || s1 >= r)) {
+    op.trans = 'T';
+    op.ld = k <= 1 ? std::max<int64_t>(r, 1) : s1;
+    return true;
+  }
+  return false;
+}
+
 // Strides of operand shape s broadcast into out (0 on broadcast dims), as the reference does.
 Shape broadcast_strides(const Shape& s, const Shape& out) {
   Shape st(out.size(), 0);
@@ -157,6 +199,7 @@ std::unique_ptr<CpuProgram> plan(const LoweredGraph& g) {
     Shape shape;
     int32_t reduce = -1;   // a reduction computed by this group's loop; closes the group
     bool has_arange = false;
+    bool has_scatter = false;  // stores an AsStridedScatter at its view's positions
   };
   std::vector<Unit> units;
   std::vector<std::set<int32_t>> usucc;
@@ -178,14 +221,41 @@ std::unique_ptr<CpuProgram> plan(const LoweredGraph& g) {
     }
     return false;
   };
+  // AsStridedScatter members: their value is not at the loop index, so nothing in their group
+  // reads them.
+  std::vector<char> is_scatter(n, 0);
+  auto reads_scatter_of = [&](const Instr& in, int32_t G) {
+    for (int32_t c : in.inputs) if (is_scatter[c] && unit_of[c] == G) return true;
+    return false;
+  };
   for (int32_t i = 0; i < n; ++i) {
     const Instr& in = g.instrs[i];
     if (is_leaf(in.op)) continue;
     int32_t chosen = -1;
-    if (fusable(g, i)) {
+    if (scatter_fusable(g, i)) {
+      // The strided store of its operand 1's loop, or a loop of its own over operand 1.
+      int32_t src = in.inputs[1], base = in.inputs[0];
+      int32_t G = unit_of[src];
+      std::set<int32_t> others;
+      if (unit_of[base] >= 0 && unit_of[base] != G) others.insert(unit_of[base]);
+      if (G >= 0 && units[G].fused && units[G].reduce < 0 && unit_of[base] != G &&
+          units[G].shape == g.instrs[src].shape && !reaches(G, others)) {
+        chosen = G;
+      } else {
+        chosen = static_cast<int32_t>(units.size());
+        units.push_back({});
+        usucc.emplace_back();
+        units[chosen].fused = true;
+        units[chosen].shape = g.instrs[src].shape;
+      }
+      units[chosen].has_scatter = true;
+      is_scatter[i] = 1;
+    }
+    if (chosen < 0 && fusable(g, i) && in.op != Op::AsStrided) {
       for (int32_t c : in.inputs) {
         int32_t G = unit_of[c];
         if (G < 0 || !units[G].fused || units[G].shape != in.shape || units[G].reduce >= 0) continue;
+        if (reads_scatter_of(in, G)) continue;
         std::set<int32_t> others;
         for (int32_t c2 : in.inputs) {
           if (unit_of[c2] >= 0 && unit_of[c2] != G) others.insert(unit_of[c2]);
@@ -204,9 +274,13 @@ std::unique_ptr<CpuProgram> plan(const LoweredGraph& g) {
       reduce = true;
       bool mergeable = false;
       if (G >= 0 && units[G].fused && units[G].shape == g.instrs[x].shape && units[G].reduce < 0 &&
-          !units[G].has_arange) {
+          !units[G].has_arange && !units[G].has_scatter && !is_scatter[x]) {
         std::vector<Shape> strides{ir::contiguous_strides(units[G].shape)};
         for (int32_t m : units[G].members) {
+          if (g.instrs[m].op == Op::AsStrided) {
+            strides.push_back(g.instrs[m].attrs.ints);
+            continue;
+          }
           for (int32_t c : g.instrs[m].inputs) {
             if (unit_of[c] != G && g.instrs[c].op != Op::Scalar) {
               strides.push_back(broadcast_strides(g.instrs[c].shape, units[G].shape));
@@ -233,7 +307,10 @@ std::unique_ptr<CpuProgram> plan(const LoweredGraph& g) {
       units[chosen].fused = fusable(g, i);
       units[chosen].shape = in.shape;
     }
-    if (in.op == Op::Arange) units[chosen].has_arange = true;
+    if (in.op == Op::Arange || in.op == Op::RandUniform || in.op == Op::RandNormal ||
+        in.op == Op::RandInt) {
+      units[chosen].has_arange = true;  // reads the linear index
+    }
     (void)reduce;
     unit_of[i] = chosen;
     units[chosen].members.push_back(i);
@@ -288,22 +365,53 @@ std::unique_ptr<CpuProgram> plan(const LoweredGraph& g) {
   }
   const int32_t kEnd = nunits;  // position of the final copies
 
+  // Matmul operands that sgemm reads through their view, straight from the view's operand.
+  std::vector<std::vector<GemmOperand>> gemm_ops(n);
+  const bool gemm_views = std::getenv("LAZYX_CPU_NO_VIEW_FUSION") == nullptr;
+  for (int32_t i = 0; i < n && gemm_views; ++i) {
+    const Instr& in = g.instrs[i];
+    if (in.op != Op::Matmul || in.dtype != kFloat32 || in.shape.size() != 2) continue;
+    if (g.instrs[in.inputs[0]].shape.size() != 2 || g.instrs[in.inputs[1]].shape.size() != 2) continue;
+    std::vector<GemmOperand> ops(2);
+    bool any = false;
+    for (int k = 0; k < 2; ++k) {
+      if (gemm_view(g, in.inputs[k], ops[k])) {
+        any = true;
+      } else {
+        ops[k] = {in.inputs[k], 0, -1, 'N'};
+      }
+    }
+    if (any) gemm_ops[i] = ops;
+  }
   // Which values need storage, and where each is last read.
   std::vector<char> needs(n, 0);
   std::vector<int32_t> last_use(n, -1);
   for (int32_t i = 0; i < n; ++i) {
+    int32_t u = unit_of[i];
+    if (u >= 0 && !gemm_ops[i].empty()) {
+      for (const GemmOperand& op : gemm_ops[i]) {
+        last_use[op.instr] = std::max(last_use[op.instr], pos[u]);
+        needs[op.instr] = 1;
+      }
+      continue;
+    }
     for (int32_t c : g.instrs[i].inputs) {
-      int32_t u = unit_of[i];
       if (u < 0) continue;
       last_use[c] = std::max(last_use[c], pos[u]);
       if (!units[u].fused || group[c] != u) needs[c] = 1;
     }
-    if (unit_of[i] >= 0 && units[unit_of[i]].reduce == i) needs[i] = 1;
+    if (u >= 0 && units[u].reduce == i) needs[i] = 1;
   }
-  for (size_t o = 0; o < nout; ++o) {
-    needs[g.outputs[o]] = 1;
-    last_use[g.outputs[o]] = kEnd;
+  for (size_t o = 0; o < nout; ++o) needs[g.outputs[o]] = 1;
+  // Fused loops whose values nobody reads (views only sgemm reads) do not run.
+  std::vector<char> skipped(nunits, 0);
+  for (int32_t u = 0; u < nunits; ++u) {
+    if (!units[u].fused || units[u].reduce >= 0) continue;
+    bool any = false;
+    for (int32_t m : units[u].members) any = any || needs[m];
+    skipped[u] = !any;
   }
+  for (size_t o = 0; o < nout; ++o) last_use[g.outputs[o]] = kEnd;
   int32_t last_failing = -1;
   for (int32_t u = 0; u < nunits; ++u) {
     for (int32_t m : units[u].members) {
@@ -347,16 +455,37 @@ std::unique_ptr<CpuProgram> plan(const LoweredGraph& g) {
     bool ok = last_failing <= pos[u];
     for (int32_t r = 0; r < n && ok; ++r) {
       const Instr& ri = g.instrs[r];
-      int32_t reads = static_cast<int32_t>(std::count(ri.inputs.begin(), ri.inputs.end(), pi));
-      if (reads == 0) continue;
       int32_t ru = unit_of[r];
+      int32_t reads = 0;
+      if (!gemm_ops[r].empty()) {
+        for (const GemmOperand& op : gemm_ops[r]) reads += op.instr == pi;
+      } else if (ru >= 0 && !skipped[ru]) {
+        reads = static_cast<int32_t>(std::count(ri.inputs.begin(), ri.inputs.end(), pi));
+      }
+      if (reads == 0) continue;
       if (pos[ru] > pos[u]) ok = false;
       if (pos[ru] < pos[u]) continue;
       if (units[u].fused) {
-        // Read through the group's input at the index being written.
-        bool reduced_out = units[u].reduce == x &&
-                           ir::shape_numel(in.shape) != ir::shape_numel(group_shape(u));
-        if (reduced_out || !identity_access(g.instrs[pi].shape, group_shape(u)) ||
+        // Read through the group's input at the index being written. Multi-pass loops
+        // (LogSumExp, Argmax, softmax) read their inputs again after storing.
+        int32_t red = units[u].reduce;
+        bool reduced_out = red == x && ir::shape_numel(in.shape) != ir::shape_numel(group_shape(u));
+        bool multipass = red >= 0 && !splittable(g.instrs[red].op);
+        bool identity;
+        if (is_scatter[x]) {
+          // Written in place at the view's positions: the scatter's copy of its base is then a
+          // no-op, and reads through the same view read each position before it is written.
+          if (r == x) {
+            identity = ri.inputs[0] == pi && ri.inputs[1] != pi;
+          } else {
+            identity = ri.op == Op::AsStrided && ri.attrs.ints == in.attrs.ints &&
+                       ri.attrs.i0 == in.attrs.i0 && ri.shape == g.instrs[in.inputs[1]].shape;
+          }
+        } else {
+          identity = ri.op == Op::AsStrided ? view_is_identity(ri, g.instrs[pi])
+                                            : identity_access(g.instrs[pi].shape, group_shape(u));
+        }
+        if (reduced_out || multipass || !identity ||
             dtype_size(g.instrs[pi].dtype) != dtype_size(in.dtype)) {
           ok = false;
         }
@@ -388,7 +517,7 @@ std::unique_ptr<CpuProgram> plan(const LoweredGraph& g) {
   for (int32_t step = 0; step < nunits; ++step) {
     int32_t u = order[step];
     for (int32_t m : units[u].members) {
-      if (!needs[m]) continue;
+      if (!needs[m] || skipped[u]) continue;
       const auto& outs = output_indices[m];
       if (!outs.empty() && !temp_needed[outs[0]]) continue;  // in an output buffer
       int64_t off = arena.alloc(value_bytes(g.instrs[m]));
@@ -409,10 +538,12 @@ std::unique_ptr<CpuProgram> plan(const LoweredGraph& g) {
     int32_t u = order[step];
     const Unit& U = units[u];
     Step s;
+    if (skipped[u]) continue;
     if (!U.fused) {
       s.instr = U.members[0];
       s.kind = g.instrs[s.instr].op == Op::Matmul ? StepKind::Matmul : StepKind::Ref;
       s.numel = ir::shape_numel(g.instrs[s.instr].shape);
+      s.gemm = gemm_ops[s.instr];
       p->steps.push_back(std::move(s));
       continue;
     }
@@ -428,7 +559,25 @@ std::unique_ptr<CpuProgram> plan(const LoweredGraph& g) {
     };
     std::set<int32_t> seen;
     for (int32_t m : U.members) {
-      for (int32_t c : g.instrs[m].inputs) {
+      if (g.instrs[m].op == Op::AsStrided) {
+        // A strided read of the operand's storage (or of a scalar) in place of the view.
+        int32_t x = g.instrs[m].inputs[0];
+        FusedSpec::Input inp;
+        inp.instr = m;
+        inp.src = x;
+        if (g.instrs[x].op != Op::Scalar) {
+          inp.arg = arg_for(x);
+          inp.strides = g.instrs[m].attrs.ints;
+          inp.offset = g.instrs[m].attrs.i0;
+        }
+        spec.inputs.push_back(inp);
+        continue;
+      }
+      if (is_scatter[m] && needs[m]) s.pre_copies.push_back({m, g.instrs[m].inputs[0]});
+      const auto& ins = g.instrs[m].inputs;
+      // A scatter's loop reads only its operand 1; its base is copied before the loop.
+      for (size_t ci = is_scatter[m] ? 1 : 0; ci < ins.size(); ++ci) {
+        int32_t c = ins[ci];
         if (group[c] == u || !seen.insert(c).second) continue;
         FusedSpec::Input inp;
         inp.instr = c;
@@ -440,7 +589,16 @@ std::unique_ptr<CpuProgram> plan(const LoweredGraph& g) {
       }
     }
     for (int32_t m : U.members) {
-      if (needs[m]) spec.outputs.push_back({m, arg_for(m)});
+      if (!needs[m]) continue;
+      FusedSpec::Output out;
+      out.instr = m;
+      out.arg = arg_for(m);
+      if (is_scatter[m]) {
+        out.scatter = true;
+        out.strides = g.instrs[m].attrs.ints;
+        out.offset = g.instrs[m].attrs.i0;
+      }
+      spec.outputs.push_back(out);
     }
     spec.num_args = static_cast<int32_t>(s.arg_instr.size());
     s.kind = StepKind::Fused;
@@ -449,11 +607,26 @@ std::unique_ptr<CpuProgram> plan(const LoweredGraph& g) {
     if (U.reduce >= 0) {
       spec.reduce_instr = U.reduce;
       for (const auto& o : spec.outputs) if (o.instr == U.reduce) spec.reduce_arg = o.arg;
-      s.numel = ir::shape_numel(g.instrs[U.reduce].shape);
-      s.inner = s.numel > 0 ? std::max<int64_t>(1, ir::shape_numel(spec.shape) / s.numel) : 1;
+      reduce_extent(g, spec, s.numel, s.inner);
+      s.reduce = U.reduce;
+      s.split = splittable(g.instrs[U.reduce].op);
     }
     p->specs.push_back(std::move(spec));
     p->steps.push_back(std::move(s));
+  }
+  if (const char* d = std::getenv("LAZYX_CPU_DUMP_PLAN"); d && *d == '1') {
+    std::string out = "[cpu plan]";
+    for (const Step& s : p->steps) {
+      if (s.kind == StepKind::Fused) {
+        out += " loop(";
+        for (int32_t m : p->specs[s.spec].members) out += std::string(ir::op_name(g.instrs[m].op)) + " ";
+        out.back() = ')';
+      } else {
+        out += std::string(s.kind == StepKind::Matmul ? " gemm" : " ref") + "(" +
+               ir::op_name(g.instrs[s.instr].op) + (s.gemm.empty() ? "" : " views") + ")";
+      }
+    }
+    std::fprintf(stderr, "%s\n", out.c_str());
   }
   return p;
 }
@@ -498,16 +671,32 @@ class CpuBackend : public backend::Backend {
 
     std::vector<void*> bufs;
     for (const Step& s : p.steps) {
-      if (s.numel == 0) continue;
+      if (s.numel == 0 && s.pre_copies.empty()) continue;
       if (s.kind == StepKind::Fused) {
         bufs.assign(s.arg_instr.size(), nullptr);
         for (size_t a = 0; a < s.arg_instr.size(); ++a) bufs[a] = ptr[s.arg_instr[a]];
+        for (const auto& [x, base] : s.pre_copies) {
+          size_t bytes = static_cast<size_t>(value_bytes(g.instrs[x]));
+          if (bytes && ptr[x] != ptr[base]) std::memcpy(ptr[x], ptr[base], bytes);
+        }
+        if (s.numel == 0) continue;
         KernelFn fn = p.kernels[s.spec];
         void* const* bp = bufs.data();
         const backend::ScalarValue* sc = args.scalars.data();
-        int64_t grain = s.inner > 1 ? 1 : 64;
-        ThreadPool::get().parallel_for(s.numel, grain, (kParallelMin + s.inner - 1) / s.inner,
-                                       [&](int64_t b, int64_t e) { fn(bp, sc, b, e); });
+        ThreadPool& pool = ThreadPool::get();
+        if (s.reduce < 0) {
+          pool.parallel_for(s.numel, 64, kParallelMin,
+                            [&](int64_t b, int64_t e) { fn(bp, sc, b, e, 0, 0, nullptr); });
+          continue;
+        }
+        const int64_t K = s.inner, T = pool.size();
+        if (s.split && T > 1 && s.numel < 4 * T && K >= 64 * T && s.numel * K >= kParallelMin) {
+          run_split_reduction(p, s, fn, bp, sc, ptr);
+          continue;
+        }
+        const int64_t work = std::max<int64_t>(K, 1);
+        pool.parallel_for(s.numel, 1, (kParallelMin + work - 1) / work,
+                          [&](int64_t b, int64_t e) { fn(bp, sc, b, e, 0, K, nullptr); });
         continue;
       }
       const Instr& in = g.instrs[s.instr];
@@ -518,6 +707,13 @@ class CpuBackend : public backend::Backend {
       for (const Val& v : vals) ops.push_back(&v);
       Val out{ptr[s.instr], in.dtype, in.shape};
       if (s.kind == StepKind::Matmul) {
+        if (!s.gemm.empty()) {
+          gemm_matmul_views(in.shape[0], in.shape[1], g.instrs[in.inputs[0]].shape[1],
+                            reinterpret_cast<const float*>(ptr[s.gemm[0].instr]), s.gemm[0],
+                            reinterpret_cast<const float*>(ptr[s.gemm[1].instr]), s.gemm[1],
+                            reinterpret_cast<float*>(ptr[s.instr]));
+          continue;
+        }
         gemm_matmul(in, *ops[0], *ops[1], out);
         continue;
       }
@@ -545,6 +741,56 @@ class CpuBackend : public backend::Backend {
   }
 
  private:
+  // A reduction with few outputs over a long dim: each thread reduces a slice of the reduced
+  // dim into raw accumulators, then the caller combines them in order and stores the result.
+  static void run_split_reduction(const CpuProgram& p, const Step& s, KernelFn fn, void* const* bp,
+                                  const backend::ScalarValue* sc, const std::vector<char*>& ptr) {
+    const LoweredGraph& g = p.g;
+    const Instr& red = g.instrs[s.reduce];
+    const Instr& src = g.instrs[red.inputs[0]];
+    const bool fl = is_floating(src.dtype) || red.op == Op::Mean;
+    ThreadPool& pool = ThreadPool::get();
+    const int64_t T = pool.size(), kept = s.numel, K = s.inner;
+    std::vector<int64_t> raw(static_cast<size_t>(T * kept));
+    pool.parallel_for(T, 1, 0, [&](int64_t b, int64_t e) {
+      for (int64_t t = b; t < e; ++t) {
+        fn(bp, sc, 0, kept, K * t / T, K * (t + 1) / T, raw.data() + t * kept);
+      }
+    });
+    Val out{ptr[s.reduce], red.dtype, red.shape};
+    for (int64_t o = 0; o < kept; ++o) {
+      if (fl) {
+        double acc = 0;
+        for (int64_t t = 0; t < T; ++t) {
+          double v;
+          std::memcpy(&v, &raw[t * kept + o], sizeof v);
+          if (t == 0) {
+            acc = v;
+          } else if (red.op == Op::Sum || red.op == Op::Mean) {
+            acc += v;
+          } else if (std::isnan(acc) || std::isnan(v)) {
+            acc = NAN;
+          } else {
+            acc = red.op == Op::Amax ? std::max(acc, v) : std::min(acc, v);
+          }
+        }
+        if (red.op == Op::Mean) acc /= static_cast<double>(K);
+        reference::set_f(out, o, acc);
+      } else {
+        int64_t acc = raw[o];
+        for (int64_t t = 1; t < T; ++t) {
+          int64_t v = raw[t * kept + o];
+          if (red.op == Op::Sum) {
+            acc = static_cast<int64_t>(static_cast<uint64_t>(acc) + static_cast<uint64_t>(v));
+          } else {
+            acc = red.op == Op::Amax ? std::max(acc, v) : std::min(acc, v);
+          }
+        }
+        reference::set_i(out, o, acc);
+      }
+    }
+  }
+
   static void run_ref(const Instr& in, const std::vector<const Val*>& a, const Val& out) {
     switch (ir::op_info(in.op).family) {
       case ir::OpFamily::Elementwise: reference::run_elementwise(in, a, out); return;

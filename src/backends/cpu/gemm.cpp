@@ -67,4 +67,20 @@ void gemm_matmul(const backend::Instr& in, const reference::Val& a, const refere
   }
 }
 
+void gemm_matmul_views(int64_t n, int64_t m, int64_t k, const float* a, const GemmOperand& ao,
+                       const float* b, const GemmOperand& bo, float* out) {
+  if (n == 0 || m == 0) return;
+  if (k == 0) {
+    std::memset(out, 0, static_cast<size_t>(n * m) * sizeof(float));
+    return;
+  }
+  const int64_t lda = ao.ld < 0 ? k : ao.ld, ldb = bo.ld < 0 ? m : bo.ld;
+  omp_set_num_threads(ThreadPool::get().size());
+  dnnl_status_t st = dnnl_sgemm(ao.trans, bo.trans, n, m, k, 1.0f, a + ao.offset, lda, b + bo.offset,
+                                ldb, 0.0f, out, m);
+  if (st != dnnl_success) {
+    ir::fail("matmul", "oneDNN sgemm failed with status " + std::to_string(static_cast<int>(st)) + ".");
+  }
+}
+
 }  // namespace lazyx::cpu
