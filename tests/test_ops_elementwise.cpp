@@ -8,73 +8,11 @@
 #include <vector>
 
 #include "lazyx/lazyx.h"
+#include "ops_test_util.h"
 
 namespace {
 
-using lazyx::Dtype;
-using lazyx::kBFloat16;
-using lazyx::kBool;
-using lazyx::kFloat16;
-using lazyx::kFloat32;
-using lazyx::kFloat64;
-using lazyx::kInt32;
-using lazyx::kInt64;
-using lazyx::Shape;
-using lazyx::Tensor;
-
-constexpr float kInf = std::numeric_limits<float>::infinity();
-constexpr float kNan = std::numeric_limits<float>::quiet_NaN();
-
-#define EXPECT_DTYPE(t, d)                                                             \
-  EXPECT_EQ((t).dtype(), (d)) << "got " << lazyx::dtype_name((t).dtype()) << ", want " \
-                              << lazyx::dtype_name(d)
-
-// Relative tolerance ~1e-5 (float32), with a small absolute floor for values near zero.
-void ExpectFloats(const Tensor& t, const std::vector<float>& want, double rel = 1e-5) {
-  std::vector<float> got = t.to_vector<float>();
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < want.size(); ++i) {
-    if (std::isnan(want[i])) {
-      EXPECT_TRUE(std::isnan(got[i])) << "at " << i << ": got " << got[i] << ", want nan";
-    } else if (std::isinf(want[i])) {
-      EXPECT_EQ(got[i], want[i]) << "at " << i;
-    } else {
-      EXPECT_NEAR(got[i], want[i], 1e-6 + rel * std::abs(want[i])) << "at " << i;
-    }
-  }
-}
-
-void ExpectInts(const Tensor& t, const std::vector<int64_t>& want) {
-  EXPECT_EQ(t.to_vector<int64_t>(), want);
-}
-
-void ExpectBools(const Tensor& t, const std::vector<bool>& want) {
-  EXPECT_EQ(t.to_vector<bool>(), want);
-}
-
-// Builds the same graph twice: once read directly (a partial sync of the value read), once run
-// by mark_step() and read after it (and again after a second, empty step).
-template <typename Make, typename Check>
-void BeforeAndAfterStep(Make make, Check check) {
-  {
-    SCOPED_TRACE("read without mark_step");
-    Tensor r = make();
-    check(r);
-  }
-  {
-    SCOPED_TRACE("read after mark_step");
-    Tensor r = make();
-    lazyx::mark_step();
-    EXPECT_FALSE(r.is_pending());
-    check(r);
-    lazyx::mark_step();
-    check(r);
-  }
-}
-
-Tensor F32(const std::vector<float>& v, const Shape& s) { return lazyx::tensor<float>(v, s); }
-Tensor F32(const std::vector<float>& v) { return lazyx::tensor<float>(v); }
-Tensor I64(const std::vector<int64_t>& v) { return lazyx::tensor<int64_t>(v); }
+using namespace lazyx_ops_test;
 
 // ---------------------------------------------------------------------------------------------
 // add / sub / mul / div

@@ -10,63 +10,11 @@
 #include <vector>
 
 #include "lazyx/lazyx.h"
+#include "ops_test_util.h"
 
 namespace {
 
-using lazyx::kBool;
-using lazyx::kFloat16;
-using lazyx::kFloat32;
-using lazyx::kFloat64;
-using lazyx::kInt32;
-using lazyx::kInt64;
-using lazyx::Shape;
-using lazyx::Tensor;
-
-#define EXPECT_DTYPE(t, d)                                                             \
-  EXPECT_EQ((t).dtype(), (d)) << "got " << lazyx::dtype_name((t).dtype()) << ", want " \
-                              << lazyx::dtype_name(d)
-
-void ExpectFloats(const Tensor& t, const std::vector<float>& want, double rel = 1e-5) {
-  std::vector<float> got = t.to_vector<float>();
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < want.size(); ++i) {
-    EXPECT_NEAR(got[i], want[i], 1e-6 + rel * std::abs(want[i])) << "at " << i;
-  }
-}
-
-void ExpectInts(const Tensor& t, const std::vector<int64_t>& want) {
-  EXPECT_EQ(t.to_vector<int64_t>(), want);
-}
-
-void ExpectBools(const Tensor& t, const std::vector<bool>& want) {
-  EXPECT_EQ(t.to_vector<bool>(), want);
-}
-
-// Builds the same graph twice: once read directly, once run by mark_step() and read after it.
-template <typename Make, typename Check>
-void BeforeAndAfterStep(Make make, Check check) {
-  {
-    SCOPED_TRACE("read without mark_step");
-    Tensor r = make();
-    check(r);
-  }
-  {
-    SCOPED_TRACE("read after mark_step");
-    Tensor r = make();
-    lazyx::mark_step();
-    EXPECT_FALSE(r.is_pending());
-    check(r);
-    lazyx::mark_step();
-    check(r);
-  }
-}
-
-int64_t UncachedCompiles() { return lazyx::metrics::counter_value("UncachedCompile").value_or(0); }
-
-Tensor F32(const std::vector<float>& v, const Shape& s) { return lazyx::tensor<float>(v, s); }
-Tensor F32(const std::vector<float>& v) { return lazyx::tensor<float>(v); }
-Tensor I64(const std::vector<int64_t>& v, const Shape& s) { return lazyx::tensor<int64_t>(v, s); }
-Tensor I64(const std::vector<int64_t>& v) { return lazyx::tensor<int64_t>(v); }
+using namespace lazyx_ops_test;
 
 // x[i][j] = 4 i + j, shape [3,4].
 Tensor X() { return F32({0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, {3, 4}); }

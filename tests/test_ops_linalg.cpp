@@ -6,54 +6,11 @@
 #include <vector>
 
 #include "lazyx/lazyx.h"
+#include "ops_test_util.h"
 
 namespace {
 
-using lazyx::kFloat16;
-using lazyx::kFloat32;
-using lazyx::kFloat64;
-using lazyx::kInt64;
-using lazyx::Shape;
-using lazyx::Tensor;
-
-#define EXPECT_DTYPE(t, d)                                                             \
-  EXPECT_EQ((t).dtype(), (d)) << "got " << lazyx::dtype_name((t).dtype()) << ", want " \
-                              << lazyx::dtype_name(d)
-
-void ExpectFloats(const Tensor& t, const std::vector<float>& want, double rel = 1e-5) {
-  std::vector<float> got = t.to_vector<float>();
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < want.size(); ++i) {
-    EXPECT_NEAR(got[i], want[i], 1e-6 + rel * std::abs(want[i])) << "at " << i;
-  }
-}
-
-// Builds the same graph twice: once read directly, once run by mark_step() and read after it.
-template <typename Make, typename Check>
-void BeforeAndAfterStep(Make make, Check check) {
-  {
-    SCOPED_TRACE("read without mark_step");
-    Tensor r = make();
-    check(r);
-  }
-  {
-    SCOPED_TRACE("read after mark_step");
-    Tensor r = make();
-    lazyx::mark_step();
-    EXPECT_FALSE(r.is_pending());
-    check(r);
-    lazyx::mark_step();
-    check(r);
-  }
-}
-
-Tensor F32(const std::vector<float>& v, const Shape& s) { return lazyx::tensor<float>(v, s); }
-
-Tensor Iota(int n, const Shape& s) {
-  std::vector<float> v(n);
-  for (int i = 0; i < n; ++i) v[i] = static_cast<float>(i);
-  return F32(v, s);
-}
+using namespace lazyx_ops_test;
 
 // A = [[1,2,3],[4,5,6]], B = [[7,8],[9,10],[11,12]]; A @ B = [[58,64],[139,154]].
 Tensor A() { return F32({1, 2, 3, 4, 5, 6}, {2, 3}); }

@@ -7,58 +7,11 @@
 #include <vector>
 
 #include "lazyx/lazyx.h"
+#include "ops_test_util.h"
 
 namespace {
 
-using lazyx::kBool;
-using lazyx::kFloat16;
-using lazyx::kFloat32;
-using lazyx::kFloat64;
-using lazyx::kInt32;
-using lazyx::kInt64;
-using lazyx::Shape;
-using lazyx::Tensor;
-
-constexpr float kInf = std::numeric_limits<float>::infinity();
-
-#define EXPECT_DTYPE(t, d)                                                             \
-  EXPECT_EQ((t).dtype(), (d)) << "got " << lazyx::dtype_name((t).dtype()) << ", want " \
-                              << lazyx::dtype_name(d)
-
-void ExpectFloats(const Tensor& t, const std::vector<float>& want, double rel = 1e-5) {
-  std::vector<float> got = t.to_vector<float>();
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < want.size(); ++i) {
-    if (std::isinf(want[i])) {
-      EXPECT_EQ(got[i], want[i]) << "at " << i;
-    } else {
-      EXPECT_NEAR(got[i], want[i], 1e-6 + rel * std::abs(want[i])) << "at " << i;
-    }
-  }
-}
-
-void ExpectInts(const Tensor& t, const std::vector<int64_t>& want) {
-  EXPECT_EQ(t.to_vector<int64_t>(), want);
-}
-
-// Builds the same graph twice: once read directly, once run by mark_step() and read after it.
-template <typename Make, typename Check>
-void BeforeAndAfterStep(Make make, Check check) {
-  {
-    SCOPED_TRACE("read without mark_step");
-    Tensor r = make();
-    check(r);
-  }
-  {
-    SCOPED_TRACE("read after mark_step");
-    Tensor r = make();
-    lazyx::mark_step();
-    EXPECT_FALSE(r.is_pending());
-    check(r);
-    lazyx::mark_step();
-    check(r);
-  }
-}
+using namespace lazyx_ops_test;
 
 // x[i][j][k] = 12 i + 4 j + k, shape [2,3,4].
 Tensor Arange24() {

@@ -7,38 +7,17 @@
 #include <vector>
 
 #include "lazyx/lazyx.h"
+#include "ops_test_util.h"
 
 namespace {
 
-using lazyx::kBool;
-using lazyx::kFloat32;
-using lazyx::kInt64;
-using lazyx::Shape;
-using lazyx::Tensor;
-
-#define EXPECT_DTYPE(t, d)                                                             \
-  EXPECT_EQ((t).dtype(), (d)) << "got " << lazyx::dtype_name((t).dtype()) << ", want " \
-                              << lazyx::dtype_name(d)
-
-void ExpectFloats(const Tensor& t, const std::vector<float>& want, double rel = 1e-5) {
-  std::vector<float> got = t.to_vector<float>();
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < want.size(); ++i) {
-    EXPECT_NEAR(got[i], want[i], 1e-6 + rel * std::abs(want[i])) << "at " << i;
-  }
-}
+using namespace lazyx_ops_test;
 
 // Checks shape, strides and storage offset together.
 void ExpectLayout(const Tensor& t, const Shape& shape, const Shape& strides, int64_t offset) {
   EXPECT_EQ(t.shape(), shape);
   EXPECT_EQ(t.strides(), strides);
   EXPECT_EQ(t.storage_offset(), offset);
-}
-
-Tensor Iota(int n, const Shape& s) {
-  std::vector<float> v(n);
-  for (int i = 0; i < n; ++i) v[i] = static_cast<float>(i);
-  return lazyx::tensor<float>(v, s);
 }
 
 // x[i][j] = 4 i + j, shape [3,4], contiguous.
