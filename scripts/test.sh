@@ -37,9 +37,16 @@ fi
 read -r failed total < <(grep -Eo '[0-9]+ tests failed out of [0-9]+' "$log" |
   awk '{f += $1; t += $5} END {print f + 0, t + 0}')
 summary=$(tail -n 1 "$pylog")
-py_passed=$(grep -Eo '[0-9]+ passed' <<<"$summary" | grep -Eo '[0-9]+' || echo 0)
-py_failed=$(grep -Eo '[0-9]+ (failed|error|errors)' <<<"$summary" | grep -Eo '[0-9]+' |
-  awk '{s += $1} END {print s + 0}')
+count() {  # count WORDS...: the sum of "N word" in the pytest summary line (0 when absent)
+  local n=0 w m
+  for w in "$@"; do
+    m=$(grep -Eo "[0-9]+ $w\b" <<<"$summary" | grep -Eo '^[0-9]+' || true)
+    n=$((n + ${m:-0}))
+  done
+  echo "$n"
+}
+py_passed=$(count passed)
+py_failed=$(count failed error errors)
 rm -f "$pylog"
 echo "total: $((total - failed + py_passed)) passed, $((failed + py_failed)) failed"
 exit $status
