@@ -35,7 +35,7 @@ fi
 
 # One closing line for every run: "total: N passed, M failed".
 read -r failed total < <(grep -Eo '[0-9]+ tests failed out of [0-9]+' "$log" |
-  awk '{f += $1; t += $5} END {print f + 0, t + 0}')
+  awk '{f += $1; t += $6} END {print f + 0, t + 0}')
 summary=$(tail -n 1 "$pylog")
 count() {  # count WORDS...: the sum of "N word" in the pytest summary line (0 when absent)
   local n=0 w m
