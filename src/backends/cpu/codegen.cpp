@@ -549,16 +549,16 @@ std::vector<llvm::Value*> counted_loop(
     const std::vector<llvm::Value*>& init, bool vectorize_hint,
     const std::function<std::vector<llvm::Value*>(llvm::Value*, const std::vector<llvm::Value*>&)>& f);
 
-void build_kernel(Jit& jit, llvm::LLVMContext& C, llvm::Module& M, const LoweredGraph& g,
-                  const FusedSpec& s, const std::string& name) {
+// A kernel's always-inlined body (its buffers noalias, then `extra` parameters) and the
+// exported entry point with the common signature that unpacks the buffers and calls it.
+static std::pair<llvm::Function*, llvm::Function*> declare_kernel(
+    Jit& jit, llvm::LLVMContext& C, llvm::Module& M, const std::string& name, int num_args,
+    std::initializer_list<llvm::Type*> extra) {
   llvm::Type* ptr = llvm::PointerType::getUnqual(C);
   llvm::Type* i64 = llvm::Type::getInt64Ty(C);
   llvm::Type* voidt = llvm::Type::getVoidTy(C);
-  // body(bufs..., scalars, start, end), every buffer noalias; the entry point unpacks bufs.
-  std::vector<llvm::Type*> bp(s.num_args, ptr);
-  bp.push_back(ptr);
-  bp.push_back(i64);
-  bp.push_back(i64);
+  std::vector<llvm::Type*> bp(num_args, ptr);
+  bp.insert(bp.end(), extra.begin(), extra.end());
   auto* body = llvm::Function::Create(llvm::FunctionType::get(voidt, bp, false),
                                       llvm::Function::InternalLinkage, name + "_body", M);
   auto* entry = llvm::Function::Create(
@@ -571,7 +571,16 @@ void build_kernel(Jit& jit, llvm::LLVMContext& C, llvm::Module& M, const Lowered
     f->setDoesNotThrow();
   }
   body->addFnAttr(llvm::Attribute::AlwaysInline);
-  for (int a = 0; a < s.num_args; ++a) body->addParamAttr(a, llvm::Attribute::NoAlias);
+  for (int a = 0; a < num_args; ++a) body->addParamAttr(a, llvm::Attribute::NoAlias);
+  return {body, entry};
+}
+
+void build_kernel(Jit& jit, llvm::LLVMContext& C, llvm::Module& M, const LoweredGraph& g,
+                  const FusedSpec& s, const std::string& name) {
+  llvm::Type* ptr = llvm::PointerType::getUnqual(C);
+  llvm::Type* i64 = llvm::Type::getInt64Ty(C);
+  // body(bufs..., scalars, start, end), every buffer noalias; the entry point unpacks bufs.
+  auto [body, entry] = declare_kernel(jit, C, M, name, s.num_args, {ptr, i64, i64});
 
   llvm::IRBuilder<> b(C);
   {
@@ -821,22 +830,7 @@ void build_reduce_kernel(Jit& jit, llvm::LLVMContext& C, llvm::Module& M, const 
                          const FusedSpec& s, const std::string& name) {
   llvm::Type* ptr = llvm::PointerType::getUnqual(C);
   llvm::Type* i64 = llvm::Type::getInt64Ty(C);
-  llvm::Type* voidt = llvm::Type::getVoidTy(C);
-  std::vector<llvm::Type*> bp(s.num_args, ptr);
-  for (llvm::Type* t : {ptr, i64, i64, i64, i64, ptr}) bp.push_back(t);
-  auto* body = llvm::Function::Create(llvm::FunctionType::get(voidt, bp, false),
-                                      llvm::Function::InternalLinkage, name + "_body", M);
-  auto* entry = llvm::Function::Create(
-      llvm::FunctionType::get(voidt, {ptr, ptr, i64, i64, i64, i64, ptr}, false),
-      llvm::Function::ExternalLinkage, name, M);
-  for (llvm::Function* f : {body, entry}) {
-    f->addFnAttr("target-cpu", jit.cpu);
-    f->addFnAttr("target-features", jit.features);
-    if (jit.avx512) f->addFnAttr("prefer-vector-width", "512");
-    f->setDoesNotThrow();
-  }
-  body->addFnAttr(llvm::Attribute::AlwaysInline);
-  for (int a = 0; a < s.num_args; ++a) body->addParamAttr(a, llvm::Attribute::NoAlias);
+  auto [body, entry] = declare_kernel(jit, C, M, name, s.num_args, {ptr, i64, i64, i64, i64, ptr});
   llvm::IRBuilder<> b(C);
   {
     auto* bb = llvm::BasicBlock::Create(C, "entry", entry);
