@@ -1,0 +1,585 @@
+// Planning for the cpu backend: fusion groups, a topological order that keeps every read of a
+// donated buffer before its overwrite (rule 6 of ALIASING.md), arena offsets for intermediates,
+// and which donated outputs are written in place.
+#include "backends/cpu/plan.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <queue>
+#include <set>
+#include <string>
+
+#include "ir/shape_infer.h"
+#include "lazyx/error.h"
+
+namespace lazyx::cpu {
+
+using backend::Instr;
+using backend::LoweredGraph;
+using ir::Op;
+
+int64_t value_bytes(const Instr& in) {
+  return ir::shape_numel(in.shape) * static_cast<int64_t>(dtype_size(in.dtype));
+}
+
+namespace {
+
+class ArenaPlanner {
+ public:
+  int64_t alloc(int64_t bytes) {
+    bytes = (std::max<int64_t>(bytes, 1) + kAlign - 1) / kAlign * kAlign;
+    for (auto it = free_.begin(); it != free_.end(); ++it) {
+      if (it->second >= bytes) {
+        int64_t off = it->first, size = it->second;
+        free_.erase(it);
+        if (size > bytes) free_[off + bytes] = size - bytes;
+        return off;
+      }
+    }
+    // Grow: reuse a free block at the end if there is one.
+    if (!free_.empty()) {
+      auto last = std::prev(free_.end());
+      if (last->first + last->second == end_) {
+        int64_t off = last->first;
+        free_.erase(last);
+        end_ = off + bytes;
+        return off;
+      }
+    }
+    int64_t off = end_;
+    end_ += bytes;
+    return off;
+  }
+  void release(int64_t off, int64_t bytes) {
+    bytes = (std::max<int64_t>(bytes, 1) + kAlign - 1) / kAlign * kAlign;
+    auto it = free_.emplace(off, bytes).first;
+    auto nx = std::next(it);
+    if (nx != free_.end() && it->first + it->second == nx->first) {
+      it->second += nx->second;
+      free_.erase(nx);
+    }
+    if (it != free_.begin()) {
+      auto pv = std::prev(it);
+      if (pv->first + pv->second == it->first) {
+        pv->second += it->second;
+        free_.erase(it);
+      }
+    }
+  }
+  int64_t size() const { return end_; }
+
+ private:
+  std::map<int64_t, int64_t> free_;
+  int64_t end_ = 0;
+};
+
+bool is_leaf(Op op) { return op == Op::Parameter || op == Op::Scalar; }
+
+// A view that reads its operand exactly as it is laid out: rule 6 allows it to read a donated
+// buffer that the same loop writes.
+bool view_is_identity(const Instr& v, const Instr& src) {
+  if (v.attrs.i0 != 0 || ir::shape_numel(v.shape) != ir::shape_numel(src.shape)) return false;
+  Shape cs = ir::contiguous_strides(v.shape);
+  for (size_t d = 0; d < v.shape.size(); ++d) {
+    if (v.shape[d] != 1 && v.attrs.ints[d] != cs[d]) return false;
+  }
+  return true;
+}
+
+// A 2-D float32 AsStrided operand of a 2-D matmul that sgemm can read in place: rows or columns
+// contiguous, with a leading dimension.
+bool gemm_view(const LoweredGraph& g, int32_t c, GemmOperand& op) {
+  const Instr& v = g.instrs[c];
+  if (v.op != Op::AsStrided || v.shape.size() != 2 || v.dtype != kFloat32) return false;
+  const Instr& x = g.instrs[v.inputs[0]];
+  if (x.op == Op::Scalar || x.dtype != kFloat32 || ir::shape_numel(v.shape) == 0) return false;
+  const int64_t r = v.shape[0], k = v.shape[1], s0 = v.attrs.ints[0], s1 = v.attrs.ints[1];
+  op.instr = v.inputs[0];
+  op.offset = v.attrs.i0;
+  if ((k <= 1 || s1 == 1) && (r <= 1 || s0 >= k)) {
+    op.trans = 'N';
+    op.ld = r <= 1 ? std::max<int64_t>(k, 1) : s0;
+    return true;
+  }
+  if ((r <= 1 || s0 == 1) && (k <= 1 || s1 >= r)) {
+    op.trans = 'T';
+    op.ld = k <= 1 ? std::max<int64_t>(r, 1) : s1;
+    return true;
+  }
+  return false;
+}
+
+// Strides of operand shape s broadcast into out (0 on broadcast dims), as the reference does.
+Shape broadcast_strides(const Shape& s, const Shape& out) {
+  Shape st(out.size(), 0);
+  Shape cs = ir::contiguous_strides(s);
+  size_t lead = out.size() - s.size();
+  for (size_t d = 0; d < s.size(); ++d) {
+    if (s[d] != 1 || out[d + lead] == 1) st[d + lead] = s[d] == 1 ? 0 : cs[d];
+  }
+  return st;
+}
+
+bool identity_access(const Shape& s, const Shape& out) {
+  if (ir::shape_numel(s) != ir::shape_numel(out)) return false;
+  Shape st = broadcast_strides(s, out), cs = ir::contiguous_strides(out);
+  for (size_t d = 0; d < out.size(); ++d) {
+    if (out[d] != 1 && st[d] != cs[d]) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::unique_ptr<CpuProgram> plan(const LoweredGraph& g) {
+  auto p = std::make_unique<CpuProgram>();
+  p->g = g;
+  const int32_t n = static_cast<int32_t>(g.instrs.size());
+  const size_t nout = g.outputs.size();
+
+  // Fusion groups, greedily in topological order. A node joins the group of one of its
+  // operands when the shapes match and the unit graph stays acyclic (the group must not reach
+  // the units of the node's other operands).
+  std::vector<int32_t> unit_of(n, -1);
+  struct Unit {
+    std::vector<int32_t> members;
+    bool fused = false;
+    Shape shape;
+    int32_t reduce = -1;   // a reduction computed by this group's loop; closes the group
+    bool has_arange = false;
+    bool has_scatter = false;  // stores an AsStridedScatter at its view's positions
+  };
+  std::vector<Unit> units;
+  std::vector<std::set<int32_t>> usucc;
+  auto reaches = [&](int32_t from, const std::set<int32_t>& targets) {
+    if (targets.empty()) return false;
+    std::vector<char> seen(units.size(), 0);
+    std::vector<int32_t> stack{from};
+    seen[from] = 1;
+    while (!stack.empty()) {
+      int32_t u = stack.back();
+      stack.pop_back();
+      for (int32_t v : usucc[u]) {
+        if (targets.count(v)) return true;
+        if (!seen[v]) {
+          seen[v] = 1;
+          stack.push_back(v);
+        }
+      }
+    }
+    return false;
+  };
+  // AsStridedScatter members: their value is not at the loop index, so nothing in their group
+  // reads them.
+  std::vector<char> is_scatter(n, 0);
+  auto reads_scatter_of = [&](const Instr& in, int32_t G) {
+    for (int32_t c : in.inputs) if (is_scatter[c] && unit_of[c] == G) return true;
+    return false;
+  };
+  for (int32_t i = 0; i < n; ++i) {
+    const Instr& in = g.instrs[i];
+    if (is_leaf(in.op)) continue;
+    int32_t chosen = -1;
+    if (scatter_fusable(g, i)) {
+      // The strided store of its operand 1's loop, or a loop of its own over operand 1.
+      int32_t src = in.inputs[1], base = in.inputs[0];
+      int32_t G = unit_of[src];
+      std::set<int32_t> others;
+      if (unit_of[base] >= 0 && unit_of[base] != G) others.insert(unit_of[base]);
+      if (G >= 0 && units[G].fused && units[G].reduce < 0 && unit_of[base] != G &&
+          units[G].shape == g.instrs[src].shape && !reaches(G, others)) {
+        chosen = G;
+      } else {
+        chosen = static_cast<int32_t>(units.size());
+        units.push_back({});
+        usucc.emplace_back();
+        units[chosen].fused = true;
+        units[chosen].shape = g.instrs[src].shape;
+      }
+      units[chosen].has_scatter = true;
+      is_scatter[i] = 1;
+    }
+    if (chosen < 0 && fusable(g, i) && in.op != Op::AsStrided) {
+      for (int32_t c : in.inputs) {
+        int32_t G = unit_of[c];
+        if (G < 0 || !units[G].fused || units[G].shape != in.shape || units[G].reduce >= 0) continue;
+        if (reads_scatter_of(in, G)) continue;
+        std::set<int32_t> others;
+        for (int32_t c2 : in.inputs) {
+          if (unit_of[c2] >= 0 && unit_of[c2] != G) others.insert(unit_of[c2]);
+        }
+        if (!reaches(G, others)) {
+          chosen = G;
+          break;
+        }
+      }
+    }
+    bool reduce = false;
+    if (chosen < 0 && reduction_fusable(g, i)) {
+      // A reduction joins the group of its input (a prologue), or starts its own loop.
+      int32_t x = in.inputs[0];
+      int32_t G = unit_of[x];
+      reduce = true;
+      bool mergeable = false;
+      if (G >= 0 && units[G].fused && units[G].shape == g.instrs[x].shape && units[G].reduce < 0 &&
+          !units[G].has_arange && !units[G].has_scatter && !is_scatter[x]) {
+        std::vector<Shape> strides{ir::contiguous_strides(units[G].shape)};
+        for (int32_t m : units[G].members) {
+          if (g.instrs[m].op == Op::AsStrided) {
+            strides.push_back(g.instrs[m].attrs.ints);
+            continue;
+          }
+          for (int32_t c : g.instrs[m].inputs) {
+            if (unit_of[c] != G && g.instrs[c].op != Op::Scalar) {
+              strides.push_back(broadcast_strides(g.instrs[c].shape, units[G].shape));
+            }
+          }
+        }
+        mergeable = reduction_mergeable(g, i, units[G].shape, strides);
+      }
+      if (mergeable) {
+        chosen = G;
+      } else {
+        chosen = static_cast<int32_t>(units.size());
+        units.push_back({});
+        usucc.emplace_back();
+        units[chosen].fused = true;
+        units[chosen].shape = g.instrs[x].shape;
+      }
+      units[chosen].reduce = i;
+    }
+    if (chosen < 0) {
+      chosen = static_cast<int32_t>(units.size());
+      units.push_back({});
+      usucc.emplace_back();
+      units[chosen].fused = fusable(g, i);
+      units[chosen].shape = in.shape;
+    }
+    if (in.op == Op::Arange || in.op == Op::RandUniform || in.op == Op::RandNormal ||
+        in.op == Op::RandInt) {
+      units[chosen].has_arange = true;  // reads the linear index
+    }
+    (void)reduce;
+    unit_of[i] = chosen;
+    units[chosen].members.push_back(i);
+    for (int32_t c : in.inputs) {
+      if (unit_of[c] >= 0 && unit_of[c] != chosen) usucc[unit_of[c]].insert(chosen);
+    }
+  }
+  const int32_t nunits = static_cast<int32_t>(units.size());
+  std::vector<int32_t> group(n, -1);
+  for (int32_t i = 0; i < n; ++i) {
+    if (unit_of[i] >= 0 && units[unit_of[i]].fused) group[i] = unit_of[i];
+  }
+  auto group_shape = [&](int32_t u) -> const Shape& { return units[u].shape; };
+
+  std::vector<std::vector<int32_t>> output_indices(n);
+  for (size_t o = 0; o < nout; ++o) output_indices[g.outputs[o]].push_back(static_cast<int32_t>(o));
+  std::vector<int32_t> donor_of_output(nout, -1);
+  for (size_t s = 0; s < g.donation.size(); ++s) {
+    if (g.donation[s] >= 0) donor_of_output[g.donation[s]] = static_cast<int32_t>(s);
+  }
+
+  // Topological order of units; units that write donated outputs go as late as they can.
+  std::vector<std::set<int32_t>> succ(nunits);
+  std::vector<int32_t> indeg(nunits, 0);
+  std::vector<char> writes_donated(nunits, 0);
+  for (int32_t u = 0; u < nunits; ++u) {
+    for (int32_t m : units[u].members) {
+      for (int32_t o : output_indices[m]) if (donor_of_output[o] >= 0) writes_donated[u] = 1;
+      for (int32_t c : g.instrs[m].inputs) {
+        int32_t cu = unit_of[c];
+        if (cu >= 0 && cu != u && succ[cu].insert(u).second) indeg[u]++;
+      }
+    }
+  }
+  using Key = std::pair<int32_t, int32_t>;  // (writes donated, first member)
+  std::priority_queue<Key, std::vector<Key>, std::greater<Key>> ready;
+  for (int32_t u = 0; u < nunits; ++u) {
+    if (indeg[u] == 0) ready.push({writes_donated[u], units[u].members.front()});
+  }
+  std::vector<int32_t> order, pos(nunits, -1);
+  while (!ready.empty()) {
+    int32_t u = unit_of[ready.top().second];
+    ready.pop();
+    pos[u] = static_cast<int32_t>(order.size());
+    order.push_back(u);
+    for (int32_t v : succ[u]) {
+      if (--indeg[v] == 0) ready.push({writes_donated[v], units[v].members.front()});
+    }
+  }
+  if (static_cast<int32_t>(order.size()) != nunits) {
+    ir::fail("cpu", "internal: the fusion plan has a cycle.");
+  }
+  const int32_t kEnd = nunits;  // position of the final copies
+
+  // Matmul operands that sgemm reads through their view, straight from the view's operand.
+  std::vector<std::vector<GemmOperand>> gemm_ops(n);
+  const bool gemm_views = std::getenv("LAZYX_CPU_NO_VIEW_FUSION") == nullptr;
+  for (int32_t i = 0; i < n && gemm_views; ++i) {
+    const Instr& in = g.instrs[i];
+    if (in.op != Op::Matmul || in.dtype != kFloat32 || in.shape.size() != 2) continue;
+    if (g.instrs[in.inputs[0]].shape.size() != 2 || g.instrs[in.inputs[1]].shape.size() != 2) continue;
+    std::vector<GemmOperand> ops(2);
+    bool any = false;
+    for (int k = 0; k < 2; ++k) {
+      if (gemm_view(g, in.inputs[k], ops[k])) {
+        any = true;
+      } else {
+        ops[k] = {in.inputs[k], 0, -1, 'N'};
+      }
+    }
+    if (any) gemm_ops[i] = ops;
+  }
+  // Which values need storage, and where each is last read.
+  std::vector<char> needs(n, 0);
+  std::vector<int32_t> last_use(n, -1);
+  for (int32_t i = 0; i < n; ++i) {
+    int32_t u = unit_of[i];
+    if (u >= 0 && !gemm_ops[i].empty()) {
+      for (const GemmOperand& op : gemm_ops[i]) {
+        last_use[op.instr] = std::max(last_use[op.instr], pos[u]);
+        needs[op.instr] = 1;
+      }
+      continue;
+    }
+    for (int32_t c : g.instrs[i].inputs) {
+      if (u < 0) continue;
+      last_use[c] = std::max(last_use[c], pos[u]);
+      if (!units[u].fused || group[c] != u) needs[c] = 1;
+    }
+    if (u >= 0 && units[u].reduce == i) needs[i] = 1;
+  }
+  for (size_t o = 0; o < nout; ++o) needs[g.outputs[o]] = 1;
+  // Fused loops whose values nobody reads (views only sgemm reads) do not run.
+  std::vector<char> skipped(nunits, 0);
+  for (int32_t u = 0; u < nunits; ++u) {
+    if (!units[u].fused || units[u].reduce >= 0) continue;
+    bool any = false;
+    for (int32_t m : units[u].members) any = any || needs[m];
+    skipped[u] = !any;
+  }
+  for (size_t o = 0; o < nout; ++o) last_use[g.outputs[o]] = kEnd;
+  int32_t last_failing = -1;
+  for (int32_t u = 0; u < nunits; ++u) {
+    for (int32_t m : units[u].members) {
+      if (ir::op_info(g.instrs[m].op).can_fail) last_failing = std::max(last_failing, pos[u]);
+    }
+  }
+
+  // Locations of leaves and outputs.
+  p->loc.assign(n, {});
+  p->temp_loc.assign(nout, {});
+  p->fresh_output.assign(nout, 0);
+  std::vector<int32_t> storage_key(n);  // instruction whose storage a value occupies
+  for (int32_t i = 0; i < n; ++i) storage_key[i] = i;
+  for (int32_t i = 0; i < n; ++i) {
+    const Instr& in = g.instrs[i];
+    if (in.op == Op::Parameter) p->loc[i] = {LocKind::Param, in.slot};
+    if (in.op == Op::Scalar) p->loc[i] = {LocKind::Scalar, i};
+  }
+  std::vector<char> temp_needed(nout, 0);
+  for (int32_t x = 0; x < n; ++x) {
+    const auto& outs = output_indices[x];
+    if (outs.empty()) continue;
+    int32_t o = outs[0];
+    for (size_t k = 1; k < outs.size(); ++k) p->dup_copies.push_back({x, outs[k]});
+    const Instr& in = g.instrs[x];
+    if (is_leaf(in.op)) {
+      p->leaf_copies.push_back({x, o});
+      if (donor_of_output[o] < 0) p->fresh_output[o] = 1;
+      continue;
+    }
+    int32_t donor = donor_of_output[o];
+    if (donor < 0) {
+      p->loc[x] = {LocKind::Output, o};
+      p->fresh_output[o] = 1;
+      continue;
+    }
+    // A donated output: written in place only when every other read of the donor comes first
+    // and every instruction that can fail has run (rule 6; failed runs change nothing).
+    int32_t pi = g.param_instr[donor];
+    int32_t u = unit_of[x];
+    bool ok = last_failing <= pos[u];
+    for (int32_t r = 0; r < n && ok; ++r) {
+      const Instr& ri = g.instrs[r];
+      int32_t ru = unit_of[r];
+      int32_t reads = 0;
+      if (!gemm_ops[r].empty()) {
+        for (const GemmOperand& op : gemm_ops[r]) reads += op.instr == pi;
+      } else if (ru >= 0 && !skipped[ru]) {
+        reads = static_cast<int32_t>(std::count(ri.inputs.begin(), ri.inputs.end(), pi));
+      }
+      if (reads == 0) continue;
+      if (pos[ru] > pos[u]) ok = false;
+      if (pos[ru] < pos[u]) continue;
+      if (units[u].fused) {
+        // Read through the group's input at the index being written. Multi-pass loops
+        // (LogSumExp, Argmax, softmax) read their inputs again after storing.
+        int32_t red = units[u].reduce;
+        bool reduced_out = red == x && ir::shape_numel(in.shape) != ir::shape_numel(group_shape(u));
+        bool multipass = red >= 0 && !splittable(g.instrs[red].op);
+        bool identity;
+        if (is_scatter[x]) {
+          // Written in place at the view's positions: the scatter's copy of its base is then a
+          // no-op, and reads through the same view read each position before it is written.
+          if (r == x) {
+            identity = ri.inputs[0] == pi && ri.inputs[1] != pi;
+          } else {
+            identity = ri.op == Op::AsStrided && ri.attrs.ints == in.attrs.ints &&
+                       ri.attrs.i0 == in.attrs.i0 && ri.shape == g.instrs[in.inputs[1]].shape;
+          }
+        } else {
+          identity = ri.op == Op::AsStrided ? view_is_identity(ri, g.instrs[pi])
+                                            : identity_access(g.instrs[pi].shape, group_shape(u));
+        }
+        if (reduced_out || multipass || !identity ||
+            dtype_size(g.instrs[pi].dtype) != dtype_size(in.dtype)) {
+          ok = false;
+        }
+      } else {
+        const ir::OpInfo& info = ir::op_info(ri.op);
+        bool self_ok = (info.elementwise_inplace_ok && g.instrs[pi].shape == in.shape &&
+                        g.instrs[pi].dtype == in.dtype && ri.op != Op::Matmul) ||
+                       (info.updates_operand0 && reads == 1 && ri.inputs[0] == pi);
+        if (!self_ok || r != x) ok = false;
+      }
+    }
+    // Parameters copied to other outputs at the end are read last.
+    for (const auto& lc : p->leaf_copies) if (lc.src_instr == pi) ok = false;
+    for (size_t o2 = 0; o2 < nout && ok; ++o2) {
+      if (g.outputs[o2] == pi && static_cast<int32_t>(o2) != o) ok = false;
+    }
+    if (ok) {
+      p->loc[x] = {LocKind::Output, o};
+      storage_key[x] = pi;
+    } else {
+      temp_needed[o] = 1;
+      p->deferred.push_back(o);
+    }
+  }
+
+  // Arena offsets by a linear scan over unit positions.
+  ArenaPlanner arena;
+  std::vector<std::vector<int32_t>> free_at(nunits + 1);
+  for (int32_t step = 0; step < nunits; ++step) {
+    int32_t u = order[step];
+    for (int32_t m : units[u].members) {
+      if (!needs[m] || skipped[u]) continue;
+      const auto& outs = output_indices[m];
+      if (!outs.empty() && !temp_needed[outs[0]]) continue;  // in an output buffer
+      int64_t off = arena.alloc(value_bytes(g.instrs[m]));
+      if (!outs.empty()) {
+        p->loc[m] = {LocKind::Arena, off};
+        p->temp_loc[outs[0]] = {LocKind::Arena, off};
+        continue;  // lives to the end
+      }
+      p->loc[m] = {LocKind::Arena, off};
+      free_at[std::max(last_use[m], step)].push_back(m);
+    }
+    for (int32_t m : free_at[step]) arena.release(p->loc[m].v, value_bytes(g.instrs[m]));
+  }
+  p->arena_bytes = arena.size();
+
+  // Steps and fused loop specs.
+  for (int32_t step = 0; step < nunits; ++step) {
+    int32_t u = order[step];
+    const Unit& U = units[u];
+    Step s;
+    if (skipped[u]) continue;
+    if (!U.fused) {
+      s.instr = U.members[0];
+      s.kind = g.instrs[s.instr].op == Op::Matmul ? StepKind::Matmul : StepKind::Ref;
+      s.numel = ir::shape_numel(g.instrs[s.instr].shape);
+      s.gemm = gemm_ops[s.instr];
+      p->steps.push_back(std::move(s));
+      continue;
+    }
+    FusedSpec spec;
+    spec.shape = group_shape(u);
+    spec.members = U.members;
+    std::map<int32_t, int32_t> arg_of_key;
+    auto arg_for = [&](int32_t instr) {
+      int32_t key = storage_key[instr];
+      auto [it, inserted] = arg_of_key.emplace(key, static_cast<int32_t>(s.arg_instr.size()));
+      if (inserted) s.arg_instr.push_back(instr);
+      return it->second;
+    };
+    std::set<int32_t> seen;
+    for (int32_t m : U.members) {
+      if (g.instrs[m].op == Op::AsStrided) {
+        // A strided read of the operand's storage (or of a scalar) in place of the view.
+        int32_t x = g.instrs[m].inputs[0];
+        FusedSpec::Input inp;
+        inp.instr = m;
+        inp.src = x;
+        if (g.instrs[x].op != Op::Scalar) {
+          inp.arg = arg_for(x);
+          inp.strides = g.instrs[m].attrs.ints;
+          inp.offset = g.instrs[m].attrs.i0;
+        }
+        spec.inputs.push_back(inp);
+        continue;
+      }
+      if (is_scatter[m] && needs[m]) s.pre_copies.push_back({m, g.instrs[m].inputs[0]});
+      const auto& ins = g.instrs[m].inputs;
+      // A scatter's loop reads only its operand 1; its base is copied before the loop.
+      for (size_t ci = is_scatter[m] ? 1 : 0; ci < ins.size(); ++ci) {
+        int32_t c = ins[ci];
+        if (group[c] == u || !seen.insert(c).second) continue;
+        FusedSpec::Input inp;
+        inp.instr = c;
+        if (g.instrs[c].op != Op::Scalar) {
+          inp.arg = arg_for(c);
+          inp.strides = broadcast_strides(g.instrs[c].shape, spec.shape);
+        }
+        spec.inputs.push_back(inp);
+      }
+    }
+    for (int32_t m : U.members) {
+      if (!needs[m]) continue;
+      FusedSpec::Output out;
+      out.instr = m;
+      out.arg = arg_for(m);
+      if (is_scatter[m]) {
+        out.scatter = true;
+        out.strides = g.instrs[m].attrs.ints;
+        out.offset = g.instrs[m].attrs.i0;
+      }
+      spec.outputs.push_back(out);
+    }
+    spec.num_args = static_cast<int32_t>(s.arg_instr.size());
+    s.kind = StepKind::Fused;
+    s.spec = static_cast<int32_t>(p->specs.size());
+    s.numel = ir::shape_numel(spec.shape);
+    if (U.reduce >= 0) {
+      spec.reduce_instr = U.reduce;
+      for (const auto& o : spec.outputs) if (o.instr == U.reduce) spec.reduce_arg = o.arg;
+      reduce_extent(g, spec, s.numel, s.inner);
+      s.reduce = U.reduce;
+      s.split = splittable(g.instrs[U.reduce].op);
+    }
+    p->specs.push_back(std::move(spec));
+    p->steps.push_back(std::move(s));
+  }
+  if (const char* d = std::getenv("LAZYX_CPU_DUMP_PLAN"); d && *d == '1') {
+    std::string out = "[cpu plan]";
+    for (const Step& s : p->steps) {
+      if (s.kind == StepKind::Fused) {
+        out += " loop(";
+        for (int32_t m : p->specs[s.spec].members) out += std::string(ir::op_name(g.instrs[m].op)) + " ";
+        out.back() = ')';
+      } else {
+        out += std::string(s.kind == StepKind::Matmul ? " gemm" : " ref") + "(" +
+               ir::op_name(g.instrs[s.instr].op) + (s.gemm.empty() ? "" : " views") + ")";
+      }
+    }
+    out += " arena " + std::to_string(p->arena_bytes) + " B";
+    for (int32_t o : p->deferred) out += " deferred(" + std::to_string(o) + ")";
+    std::fprintf(stderr, "%s\n", out.c_str());
+  }
+  return p;
+}
+}  // namespace lazyx::cpu
