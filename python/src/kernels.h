@@ -1,0 +1,48 @@
+// What the kernels_*.cpp files share: argument conversions and the helpers several op families
+// use. Each file registers its own kernels with TORCH_LIBRARY_IMPL(aten, PrivateUse1, m); ops
+// without a kernel reach the boxed fallback in kernels_fallback.cpp.
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "bridge.h"
+
+namespace lazyx_bridge {
+
+using LT = lazyx::Tensor;
+
+inline lazyx::Shape to_shape(c10::IntArrayRef s) { return lazyx::Shape(s.begin(), s.end()); }
+inline lazyx::Shape to_shape(c10::SymIntArrayRef s) { return to_shape(c10::asIntArrayRefSlow(s)); }
+inline std::vector<int64_t> to_dims(c10::IntArrayRef s) {
+  return std::vector<int64_t>(s.begin(), s.end());
+}
+
+inline int64_t wrap_dim(int64_t d, int64_t n) {
+  if (n == 0) n = 1;
+  if (d < 0) d += n;
+  TORCH_CHECK(d >= 0 && d < n, "[lazyx] dimension out of range (expected to be in range of [", -n,
+              ", ", n - 1, "], but got ", d, ")");
+  return d;
+}
+
+inline bool is_one(const c10::Scalar& s) { return !s.isComplex() && s.toDouble() == 1.0; }
+
+inline lazyx::Dtype default_dtype(c10::optional<c10::ScalarType> d) {
+  return to_lz(d.value_or(c10::get_default_dtype_as_scalartype()));
+}
+
+// A second operand that may be a CPU scalar, as a lazyx tensor of `like`'s dtype.
+inline LT operand(const at::Tensor& t, const LT& like) {
+  if (is_cpu_scalar(t)) return lazyx::full({}, cpu_scalar(t), like.dtype());
+  return lz(t);
+}
+
+// The value `v` (same shape) becomes self's value. A fresh tensor (just made by empty) takes a
+// private handle directly, so `.to(device)` leaves it holding the uploaded buffer.
+at::Tensor& assign(at::Tensor& self, LT v, bool v_is_private);
+
+// dst <- src, any direction between CPU and the device.
+void copy_impl(const at::Tensor& dst, const at::Tensor& src);
+
+}  // namespace lazyx_bridge

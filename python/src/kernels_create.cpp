@@ -1,0 +1,235 @@
+// Kernels: creation, copies between the host and the device, fills and random numbers.
+#include "kernels.h"
+
+#include <torch/library.h>
+
+namespace lazyx_bridge {
+
+using at::Tensor;
+using c10::optional;
+using lazyx::Shape;
+
+// The value `v` (same shape) becomes self's value. A fresh tensor (just made by empty) takes a
+// private handle directly, so `.to(device)` leaves it holding the uploaded buffer.
+Tensor& assign(Tensor& self, LT v, bool v_is_private) {
+  LzTensorImpl* impl = lz_impl(self);
+  if (impl->fresh() && v_is_private && !v.is_view() && v.sizes() == impl->tensor().sizes() &&
+      v.dtype() == impl->tensor().dtype()) {
+    impl->set_tensor(v, c10::Storage(c10::make_intrusive<LzStorage>(v)));
+    impl->set_fresh(false);
+    return self;
+  }
+  impl->set_fresh(false);
+  LT t = impl->tensor();
+  t.copy_(v);
+  return self;
+}
+
+// dst <- src, any direction between CPU and the device.
+void copy_impl(const Tensor& dst, const Tensor& src) {
+  if (is_lazyx(dst)) {
+    Tensor d = dst;
+    if (is_lazyx(src)) {
+      LT s = lz(src);
+      LzTensorImpl* di = lz_impl(dst);
+      if (di->fresh()) {
+        LT v = s.dtype() != di->tensor().dtype() ? s.to(di->tensor().dtype()) : s.clone();
+        if (v.sizes() != di->tensor().sizes()) v = v.expand(di->tensor().sizes()).clone();
+        assign(d, v, true);
+      } else {
+        assign(d, s, false);
+      }
+    } else {
+      at::Tensor c = src.to(dst.scalar_type());
+      if (c.sizes() != dst.sizes()) c = c.expand(dst.sizes());
+      assign(d, upload(c), true);
+    }
+    return;
+  }
+  TORCH_CHECK(is_lazyx(src), "[lazyx] copy_ between two non-lazyx tensors reached the lazyx device.");
+  at::Tensor c = download(lz(src));
+  dst.copy_(c);
+}
+
+namespace {
+
+Tensor empty_memory_format(c10::SymIntArrayRef size, optional<c10::ScalarType> dtype,
+                           optional<c10::Layout>, optional<c10::Device>, optional<bool>,
+                           optional<c10::MemoryFormat>) {
+  Tensor t = wrap(lazyx::zeros(to_shape(size), default_dtype(dtype)));
+  lz_impl(t)->set_fresh(true);
+  return t;
+}
+
+// Never calls a view op (ENVIRONMENT.md): lazyx base tensors are contiguous, the strides asked
+// for are a layout hint only.
+Tensor empty_strided(c10::SymIntArrayRef size, c10::SymIntArrayRef, optional<c10::ScalarType> dtype,
+                     optional<c10::Layout>, optional<c10::Device>, optional<bool>) {
+  Tensor t = wrap(lazyx::zeros(to_shape(size), default_dtype(dtype)));
+  lz_impl(t)->set_fresh(true);
+  return t;
+}
+
+Tensor& copy_(Tensor& self, const Tensor& src, bool) {
+  copy_impl(self, src);
+  return self;
+}
+
+Tensor _copy_from(const Tensor& self, const Tensor& dst, bool) {
+  copy_impl(dst, self);
+  return dst;
+}
+
+Tensor _copy_from_and_resize(const Tensor& self, const Tensor& dst) {
+  if (is_lazyx(dst) && dst.sizes() != self.sizes()) {
+    LzTensorImpl* impl = lz_impl(dst);
+    LT z = lazyx::zeros(to_shape(self.sizes()), impl->tensor().dtype());
+    impl->set_tensor(z, c10::Storage(c10::make_intrusive<LzStorage>(z)));
+    impl->set_fresh(true);
+  } else if (!is_lazyx(dst) && dst.sizes() != self.sizes()) {
+    dst.resize_(self.sizes());
+  }
+  copy_impl(dst, self);
+  return dst;
+}
+
+const Tensor& resize_(const Tensor& self, c10::SymIntArrayRef size, optional<c10::MemoryFormat>) {
+  LzTensorImpl* impl = lz_impl(self);
+  Shape s = to_shape(size);
+  if (impl->tensor().sizes() == s) return self;
+  LT z = lazyx::zeros(s, impl->tensor().dtype());
+  impl->set_tensor(z, c10::Storage(c10::make_intrusive<LzStorage>(z)));
+  impl->set_fresh(true);
+  return self;
+}
+
+Tensor clone(const Tensor& self, optional<c10::MemoryFormat>) { return wrap(lz(self).clone()); }
+
+c10::Scalar _local_scalar_dense(const Tensor& self) {
+  LT t = lz(self);
+  switch (t.dtype()) {
+    case lazyx::Dtype::Bool: return c10::Scalar(t.item<bool>());
+    case lazyx::Dtype::Int32:
+    case lazyx::Dtype::Int64: return c10::Scalar(t.item<int64_t>());
+    case lazyx::Dtype::Float16: return c10::Scalar(c10::Half(static_cast<float>(t.item<double>())));
+    case lazyx::Dtype::BFloat16:
+      return c10::Scalar(c10::BFloat16(static_cast<float>(t.item<double>())));
+    case lazyx::Dtype::Float32: return c10::Scalar(static_cast<float>(t.item<double>()));
+    case lazyx::Dtype::Float64: return c10::Scalar(t.item<double>());
+  }
+  return c10::Scalar(0);
+}
+
+Tensor& fill_scalar(Tensor& self, const c10::Scalar& v) {
+  LzTensorImpl* impl = lz_impl(self);
+  if (impl->fresh()) {
+    return assign(self, lazyx::full(impl->tensor().sizes(), to_lz(v), impl->tensor().dtype()), true);
+  }
+  LT t = lz(self);
+  if (!t.is_pending() && !lazyx::is_donated(t)) {
+    // Workaround: a fill that does not read the old buffer leaves it out of the program, so the
+    // engine cannot donate it and the step holds old and new buffer at once (zero_grad with
+    // set_to_none=False). A masked fill with an all-true mask has the same value (NaN and inf
+    // included) but reads the buffer, which then goes to the new value.
+    t.masked_fill_(lazyx::full({}, lazyx::Scalar(true), lazyx::kBool), to_lz(v));
+    return self;
+  }
+  t.fill_(to_lz(v));
+  return self;
+}
+
+Tensor& fill_tensor(Tensor& self, const Tensor& v) {
+  if (is_cpu_scalar(v)) return fill_scalar(self, to_at_scalar(cpu_scalar(v)));
+  LT t = lz(self);
+  t.copy_(lz(v).to(t.dtype()).expand(t.sizes()));
+  return self;
+}
+
+Tensor& zero_(Tensor& self) { return fill_scalar(self, c10::Scalar(0)); }
+
+// Random numbers.
+Tensor& normal_(Tensor& self, double mean, double std, optional<at::Generator> gen) {
+  seed_from_torch(gen);
+  LT t = lz_impl(self)->tensor();
+  LT r = lazyx::randn(t.sizes(), lazyx::is_floating(t.dtype()) ? t.dtype() : lazyx::kFloat32);
+  if (std != 1.0) r = r.mul(std);
+  if (mean != 0.0) r = r.add(mean);
+  if (r.dtype() != t.dtype()) r = r.to(t.dtype());
+  return assign(self, r, true);
+}
+
+Tensor& uniform_(Tensor& self, double from, double to, optional<at::Generator> gen) {
+  seed_from_torch(gen);
+  LT t = lz_impl(self)->tensor();
+  LT r = lazyx::rand(t.sizes(), lazyx::is_floating(t.dtype()) ? t.dtype() : lazyx::kFloat32);
+  if (to - from != 1.0) r = r.mul(to - from);
+  if (from != 0.0) r = r.add(from);
+  if (r.dtype() != t.dtype()) r = r.to(t.dtype());
+  return assign(self, r, true);
+}
+
+Tensor& random_range(Tensor& self, int64_t from, int64_t to, optional<at::Generator> gen) {
+  seed_from_torch(gen);
+  LT t = lz_impl(self)->tensor();
+  LT r = lazyx::randint(from, to, t.sizes(), lazyx::kInt64);
+  if (r.dtype() != t.dtype()) r = r.to(t.dtype());
+  return assign(self, r, true);
+}
+
+Tensor& random_from(Tensor& self, int64_t from, optional<int64_t> to, optional<at::Generator> gen) {
+  int64_t hi = to.has_value() ? *to : (int64_t{1} << 31) - 1;
+  return random_range(self, from, hi, gen);
+}
+Tensor& random_to(Tensor& self, int64_t to, optional<at::Generator> gen) {
+  return random_range(self, 0, to, gen);
+}
+Tensor& random_all(Tensor& self, optional<at::Generator> gen) {
+  LT t = lz_impl(self)->tensor();
+  int64_t hi = t.dtype() == lazyx::kFloat32 ? (int64_t{1} << 24) + 1
+             : t.dtype() == lazyx::kFloat64 ? (int64_t{1} << 53) + 1
+             : t.dtype() == lazyx::kBool ? 2 : (int64_t{1} << 31) - 1;
+  return random_range(self, 0, hi, gen);
+}
+
+Tensor& bernoulli_float(Tensor& self, double p, optional<at::Generator> gen) {
+  seed_from_torch(gen);
+  LT t = lz_impl(self)->tensor();
+  LT r = lazyx::rand(t.sizes(), lazyx::kFloat32).lt(p).to(t.dtype());
+  return assign(self, r, true);
+}
+
+Tensor& arange_out(const c10::Scalar& start, const c10::Scalar& end, const c10::Scalar& step, Tensor& out) {
+  LzTensorImpl* impl = lz_impl(out);
+  LT r = lazyx::arange(to_lz(start), to_lz(end), to_lz(step), impl->tensor().dtype());
+  if (r.sizes() != impl->tensor().sizes()) {
+    impl->set_tensor(r, c10::Storage(c10::make_intrusive<LzStorage>(r)));
+    impl->set_fresh(false);
+    return out;
+  }
+  return assign(out, r, true);
+}
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("empty.memory_format", TORCH_FN(empty_memory_format));
+  m.impl("empty_strided", TORCH_FN(empty_strided));
+  m.impl("copy_", TORCH_FN(copy_));
+  m.impl("_copy_from", TORCH_FN(_copy_from));
+  m.impl("_copy_from_and_resize", TORCH_FN(_copy_from_and_resize));
+  m.impl("resize_", TORCH_FN(resize_));
+  m.impl("clone", TORCH_FN(clone));
+  m.impl("_local_scalar_dense", TORCH_FN(_local_scalar_dense));
+  m.impl("fill_.Scalar", TORCH_FN(fill_scalar));
+  m.impl("fill_.Tensor", TORCH_FN(fill_tensor));
+  m.impl("zero_", TORCH_FN(zero_));
+  m.impl("normal_", TORCH_FN(normal_));
+  m.impl("uniform_", TORCH_FN(uniform_));
+  m.impl("random_.from", TORCH_FN(random_from));
+  m.impl("random_.to", TORCH_FN(random_to));
+  m.impl("random_", TORCH_FN(random_all));
+  m.impl("bernoulli_.float", TORCH_FN(bernoulli_float));
+  m.impl("arange.start_out", TORCH_FN(arange_out));
+}
+
+}  // namespace
+
+}  // namespace lazyx_bridge

@@ -1,0 +1,343 @@
+// Kernels: elementwise arithmetic, comparisons, activations and their backward ops. A 0-dim
+// CPU tensor operand (a Python number) becomes a run-time scalar, so changing it never
+// recompiles.
+#include "kernels.h"
+
+#include <torch/library.h>
+
+#include <cmath>
+
+namespace lazyx_bridge {
+
+using at::Tensor;
+using c10::optional;
+
+namespace {
+
+Tensor add_t(const Tensor& a, const Tensor& b, const c10::Scalar& alpha) {
+  if (is_cpu_scalar(b) && is_lazyx(a)) return wrap(lz(a).add(cpu_scalar(b), to_lz(alpha)));
+  if (is_cpu_scalar(a) && is_lazyx(b)) return wrap(lz(b).mul(to_lz(alpha)).add(cpu_scalar(a)));
+  return wrap(is_one(alpha) ? lz(a).add(lz(b)) : lz(a).add(lz(b), to_lz(alpha)));
+}
+Tensor& add__t(Tensor& a, const Tensor& b, const c10::Scalar& alpha) {
+  LT t = lz(a);
+  if (is_cpu_scalar(b)) t.add_(cpu_scalar(b), to_lz(alpha));
+  else if (is_one(alpha)) t.add_(lz(b));
+  else t.add_(lz(b), to_lz(alpha));
+  return a;
+}
+Tensor add_s(const Tensor& a, const c10::Scalar& b, const c10::Scalar& alpha) {
+  return wrap(lz(a).add(to_lz(b), to_lz(alpha)));
+}
+Tensor& add__s(Tensor& a, const c10::Scalar& b, const c10::Scalar& alpha) {
+  LT t = lz(a);
+  t.add_(to_lz(b), to_lz(alpha));
+  return a;
+}
+Tensor sub_t(const Tensor& a, const Tensor& b, const c10::Scalar& alpha) {
+  if (is_cpu_scalar(b) && is_lazyx(a)) return wrap(lz(a).sub(cpu_scalar(b), to_lz(alpha)));
+  if (is_cpu_scalar(a) && is_lazyx(b)) return wrap(cpu_scalar(a) - lz(b).mul(to_lz(alpha)));
+  return wrap(is_one(alpha) ? lz(a).sub(lz(b)) : lz(a).sub(lz(b), to_lz(alpha)));
+}
+Tensor& sub__t(Tensor& a, const Tensor& b, const c10::Scalar& alpha) {
+  LT t = lz(a);
+  if (is_cpu_scalar(b)) t.sub_(cpu_scalar(b), to_lz(alpha));
+  else if (is_one(alpha)) t.sub_(lz(b));
+  else t.sub_(lz(b), to_lz(alpha));
+  return a;
+}
+Tensor sub_s(const Tensor& a, const c10::Scalar& b, const c10::Scalar& alpha) {
+  return wrap(lz(a).sub(to_lz(b), to_lz(alpha)));
+}
+Tensor& sub__s(Tensor& a, const c10::Scalar& b, const c10::Scalar& alpha) {
+  LT t = lz(a);
+  t.sub_(to_lz(b), to_lz(alpha));
+  return a;
+}
+// rsub(self, other, alpha) = other - alpha * self
+Tensor rsub_t(const Tensor& a, const Tensor& b, const c10::Scalar& alpha) {
+  LT x = is_one(alpha) ? lz(a) : lz(a).mul(to_lz(alpha));
+  if (is_cpu_scalar(b)) return wrap(cpu_scalar(b) - x);
+  return wrap(lz(b).sub(x));
+}
+Tensor rsub_s(const Tensor& a, const c10::Scalar& b, const c10::Scalar& alpha) {
+  LT x = is_one(alpha) ? lz(a) : lz(a).mul(to_lz(alpha));
+  return wrap(to_lz(b) - x);
+}
+
+#define BINARY_TS(NAME, METHOD, OPERATOR)                                            \
+  Tensor NAME##_t(const Tensor& a, const Tensor& b) {                                \
+    if (is_cpu_scalar(b) && is_lazyx(a)) return wrap(lz(a).METHOD(cpu_scalar(b)));   \
+    if (is_cpu_scalar(a) && is_lazyx(b)) return wrap(cpu_scalar(a) OPERATOR lz(b));  \
+    return wrap(lz(a).METHOD(lz(b)));                                                \
+  }                                                                                  \
+  Tensor& NAME##__t(Tensor& a, const Tensor& b) {                                    \
+    LT t = lz(a);                                                                    \
+    if (is_cpu_scalar(b)) t.METHOD##_(cpu_scalar(b));                                \
+    else t.METHOD##_(lz(b));                                                         \
+    return a;                                                                        \
+  }                                                                                  \
+  Tensor NAME##_s(const Tensor& a, const c10::Scalar& b) { return wrap(lz(a).METHOD(to_lz(b))); } \
+  Tensor& NAME##__s(Tensor& a, const c10::Scalar& b) {                               \
+    LT t = lz(a);                                                                    \
+    t.METHOD##_(to_lz(b));                                                           \
+    return a;                                                                        \
+  }
+BINARY_TS(mul, mul, *)
+BINARY_TS(div, div, /)
+#undef BINARY_TS
+
+Tensor pow_ts(const Tensor& a, const c10::Scalar& e) { return wrap(lz(a).pow(to_lz(e))); }
+Tensor pow_tt(const Tensor& a, const Tensor& e) {
+  if (is_cpu_scalar(e)) return wrap(lz(a).pow(cpu_scalar(e)));
+  return wrap(lz(a).pow(lz(e)));
+}
+Tensor& pow__s(Tensor& a, const c10::Scalar& e) {
+  LT t = lz(a);
+  t.pow_(to_lz(e));
+  return a;
+}
+
+Tensor maximum(const Tensor& a, const Tensor& b) { return wrap(lazyx::maximum(lz(a), operand(b, lz(a)))); }
+Tensor minimum(const Tensor& a, const Tensor& b) { return wrap(lazyx::minimum(lz(a), operand(b, lz(a)))); }
+Tensor& maximum_out(const Tensor& a, const Tensor& b, Tensor& out) {
+  LT r = lazyx::maximum(lz(a), operand(b, lz(a)));
+  LT o = lz(out);
+  o.copy_(r);
+  return out;
+}
+Tensor& minimum_out(const Tensor& a, const Tensor& b, Tensor& out) {
+  LT r = lazyx::minimum(lz(a), operand(b, lz(a)));
+  LT o = lz(out);
+  o.copy_(r);
+  return out;
+}
+std::optional<lazyx::Scalar> opt(const optional<c10::Scalar>& s) {
+  if (!s.has_value()) return std::nullopt;
+  return to_lz(*s);
+}
+Tensor clamp(const Tensor& a, const optional<c10::Scalar>& lo, const optional<c10::Scalar>& hi) {
+  return wrap(lz(a).clamp(opt(lo), opt(hi)));
+}
+Tensor& clamp_(Tensor& a, const optional<c10::Scalar>& lo, const optional<c10::Scalar>& hi) {
+  LT t = lz(a);
+  t.clamp_(opt(lo), opt(hi));
+  return a;
+}
+Tensor clamp_min(const Tensor& a, const c10::Scalar& lo) { return wrap(lz(a).clamp(to_lz(lo), std::nullopt)); }
+Tensor clamp_max(const Tensor& a, const c10::Scalar& hi) { return wrap(lz(a).clamp(std::nullopt, to_lz(hi))); }
+Tensor& clamp_min_(Tensor& a, const c10::Scalar& lo) {
+  LT t = lz(a);
+  t.clamp_(to_lz(lo), std::nullopt);
+  return a;
+}
+
+Tensor where_self(const Tensor& c, const Tensor& a, const Tensor& b) {
+  if (is_cpu_scalar(a) && !is_cpu_scalar(b)) return wrap(lazyx::where(lz(c), cpu_scalar(a), lz(b)));
+  if (is_cpu_scalar(b) && !is_cpu_scalar(a)) return wrap(lazyx::where(lz(c), lz(a), cpu_scalar(b)));
+  return wrap(lazyx::where(lz(c), lz(a), lz(b)));
+}
+
+Tensor addcmul(const Tensor& s, const Tensor& t1, const Tensor& t2, const c10::Scalar& v) {
+  return wrap(lz(s).add(lz(t1).mul(lz(t2)), to_lz(v)));
+}
+Tensor& addcmul_(Tensor& s, const Tensor& t1, const Tensor& t2, const c10::Scalar& v) {
+  LT t = lz(s);
+  t.add_(lz(t1).mul(lz(t2)), to_lz(v));
+  return s;
+}
+Tensor addcdiv(const Tensor& s, const Tensor& t1, const Tensor& t2, const c10::Scalar& v) {
+  return wrap(lz(s).add(lz(t1).div(lz(t2)), to_lz(v)));
+}
+Tensor& addcdiv_(Tensor& s, const Tensor& t1, const Tensor& t2, const c10::Scalar& v) {
+  LT t = lz(s);
+  t.add_(lz(t1).div(lz(t2)), to_lz(v));
+  return s;
+}
+Tensor lerp_s(const Tensor& s, const Tensor& e, const c10::Scalar& w) {
+  LT a = lz(s);
+  return wrap(a.add(lz(e).sub(a), to_lz(w)));
+}
+Tensor& lerp__s(Tensor& s, const Tensor& e, const c10::Scalar& w) {
+  LT a = lz(s);
+  a.add_(lz(e).sub(a), to_lz(w));
+  return s;
+}
+
+#define UNARY(NAME)                                                        \
+  Tensor NAME(const Tensor& a) { return wrap(lz(a).NAME()); }              \
+  Tensor& NAME##_(Tensor& a) {                                             \
+    LT t = lz(a);                                                          \
+    t.NAME##_();                                                           \
+    return a;                                                              \
+  }
+UNARY(neg)
+UNARY(abs)
+UNARY(exp)
+UNARY(log)
+UNARY(sqrt)
+UNARY(rsqrt)
+UNARY(tanh)
+UNARY(sigmoid)
+UNARY(relu)
+UNARY(sin)
+UNARY(cos)
+#undef UNARY
+Tensor logical_not(const Tensor& a) { return wrap(lz(a).logical_not()); }
+Tensor logical_and(const Tensor& a, const Tensor& b) { return wrap(lz(a).to(lazyx::kBool).logical_and(lz(b).to(lazyx::kBool))); }
+Tensor logical_or(const Tensor& a, const Tensor& b) { return wrap(lz(a).to(lazyx::kBool).logical_or(lz(b).to(lazyx::kBool))); }
+Tensor silu(const Tensor& a) { LT x = lz(a); return wrap(x.mul(x.sigmoid())); }
+Tensor silu_backward(const Tensor& g, const Tensor& a) {
+  LT x = lz(a);
+  LT s = x.sigmoid();
+  return wrap(lz(g).mul(s.mul(x.mul(s.neg().add(1.0)).add(1.0))));
+}
+
+#define COMPARE(NAME)                                                                    \
+  Tensor NAME##_s(const Tensor& a, const c10::Scalar& b) { return wrap(lz(a).NAME(to_lz(b))); } \
+  Tensor NAME##_t(const Tensor& a, const Tensor& b) {                                    \
+    if (is_cpu_scalar(b)) return wrap(lz(a).NAME(cpu_scalar(b)));                       \
+    return wrap(lz(a).NAME(lz(b)));                                                      \
+  }
+COMPARE(eq)
+COMPARE(ne)
+COMPARE(lt)
+COMPARE(le)
+COMPARE(gt)
+COMPARE(ge)
+#undef COMPARE
+
+// Activations and their backward ops.
+Tensor gelu(const Tensor& a, c10::string_view approximate) {
+  return wrap(lz(a).gelu(approximate == "tanh"));
+}
+Tensor gelu_backward(const Tensor& grad, const Tensor& self, c10::string_view approximate) {
+  LT x = lz(self), g = lz(grad);
+  if (approximate == "tanh") {
+    const double k = std::sqrt(2.0 / M_PI), c = 0.044715;
+    LT x2 = x.mul(x);
+    LT inner = x.add(x2.mul(x), c).mul(k);
+    LT t = inner.tanh();
+    LT left_d = t.add(1.0).mul(0.5);
+    LT inner_d = x2.mul(3.0 * c).add(1.0).mul(k);
+    LT right_d = x.mul(0.5).mul(t.mul(t).neg().add(1.0)).mul(inner_d);
+    return wrap(g.mul(left_d.add(right_d)));
+  }
+  // d/dx x*Phi(x) = Phi(x) + x*phi(x); Phi(x) = gelu(x)/x (0.5 at x = 0).
+  LT cdf = lazyx::where(x.eq(0.0), lazyx::Scalar(0.5), x.gelu(false).div(x));
+  LT pdf = x.mul(x).mul(-0.5).exp().mul(1.0 / std::sqrt(2.0 * M_PI));
+  return wrap(g.mul(cdf.add(x.mul(pdf))));
+}
+Tensor threshold_backward(const Tensor& grad, const Tensor& self, const c10::Scalar& th) {
+  return wrap(lazyx::where(lz(self).le(to_lz(th)), lazyx::Scalar(0.0), lz(grad)));
+}
+Tensor sigmoid_backward(const Tensor& grad, const Tensor& out) {
+  LT y = lz(out);
+  return wrap(lz(grad).mul(y.mul(y.neg().add(1.0))));
+}
+Tensor tanh_backward(const Tensor& grad, const Tensor& out) {
+  LT y = lz(out);
+  return wrap(lz(grad).mul(y.mul(y).neg().add(1.0)));
+}
+
+// Sign, NaN test and reciprocal.
+Tensor sign_k(const Tensor& a) {
+  LT x = lz(a);
+  if (x.dtype() == lazyx::kBool) return wrap(x.clone());
+  return wrap(x.gt(0).to(x.dtype()).sub(x.lt(0).to(x.dtype())));
+}
+Tensor isnan_k(const Tensor& a) { LT x = lz(a); return wrap(x.ne(x)); }
+Tensor reciprocal(const Tensor& a) {
+  LT x = lz(a);
+  if (!lazyx::is_floating(x.dtype())) x = x.to(lazyx::kFloat32);
+  return wrap(lazyx::Scalar(1.0) / x);
+}
+Tensor& reciprocal_(Tensor& a) {
+  LT t = lz(a);
+  t.copy_(lazyx::Scalar(1.0) / t);
+  return a;
+}
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("add.Tensor", TORCH_FN(add_t));
+  m.impl("add_.Tensor", TORCH_FN(add__t));
+  m.impl("add.Scalar", TORCH_FN(add_s));
+  m.impl("add_.Scalar", TORCH_FN(add__s));
+  m.impl("sub.Tensor", TORCH_FN(sub_t));
+  m.impl("sub_.Tensor", TORCH_FN(sub__t));
+  m.impl("sub.Scalar", TORCH_FN(sub_s));
+  m.impl("sub_.Scalar", TORCH_FN(sub__s));
+  m.impl("rsub.Tensor", TORCH_FN(rsub_t));
+  m.impl("rsub.Scalar", TORCH_FN(rsub_s));
+  m.impl("mul.Tensor", TORCH_FN(mul_t));
+  m.impl("mul_.Tensor", TORCH_FN(mul__t));
+  m.impl("mul.Scalar", TORCH_FN(mul_s));
+  m.impl("mul_.Scalar", TORCH_FN(mul__s));
+  m.impl("div.Tensor", TORCH_FN(div_t));
+  m.impl("div_.Tensor", TORCH_FN(div__t));
+  m.impl("div.Scalar", TORCH_FN(div_s));
+  m.impl("div_.Scalar", TORCH_FN(div__s));
+  m.impl("pow.Tensor_Scalar", TORCH_FN(pow_ts));
+  m.impl("pow.Tensor_Tensor", TORCH_FN(pow_tt));
+  m.impl("pow_.Scalar", TORCH_FN(pow__s));
+  m.impl("maximum", TORCH_FN(maximum));
+  m.impl("minimum", TORCH_FN(minimum));
+  m.impl("maximum.out", TORCH_FN(maximum_out));
+  m.impl("minimum.out", TORCH_FN(minimum_out));
+  m.impl("clamp", TORCH_FN(clamp));
+  m.impl("clamp_", TORCH_FN(clamp_));
+  m.impl("clamp_min", TORCH_FN(clamp_min));
+  m.impl("clamp_max", TORCH_FN(clamp_max));
+  m.impl("clamp_min_", TORCH_FN(clamp_min_));
+  m.impl("where.self", TORCH_FN(where_self));
+  m.impl("addcmul", TORCH_FN(addcmul));
+  m.impl("addcmul_", TORCH_FN(addcmul_));
+  m.impl("addcdiv", TORCH_FN(addcdiv));
+  m.impl("addcdiv_", TORCH_FN(addcdiv_));
+  m.impl("lerp.Scalar", TORCH_FN(lerp_s));
+  m.impl("lerp_.Scalar", TORCH_FN(lerp__s));
+#define REG_UNARY(NAME)                    \
+  m.impl(#NAME, TORCH_FN(NAME));           \
+  m.impl(#NAME "_", TORCH_FN(NAME##_));
+  REG_UNARY(neg)
+  REG_UNARY(abs)
+  REG_UNARY(exp)
+  REG_UNARY(log)
+  REG_UNARY(sqrt)
+  REG_UNARY(rsqrt)
+  REG_UNARY(tanh)
+  REG_UNARY(sigmoid)
+  REG_UNARY(relu)
+  REG_UNARY(sin)
+  REG_UNARY(cos)
+#undef REG_UNARY
+  m.impl("logical_not", TORCH_FN(logical_not));
+  m.impl("logical_and", TORCH_FN(logical_and));
+  m.impl("logical_or", TORCH_FN(logical_or));
+  m.impl("silu", TORCH_FN(silu));
+  m.impl("silu_backward", TORCH_FN(silu_backward));
+#define REG_CMP(NAME)                                 \
+  m.impl(#NAME ".Scalar", TORCH_FN(NAME##_s));        \
+  m.impl(#NAME ".Tensor", TORCH_FN(NAME##_t));
+  REG_CMP(eq)
+  REG_CMP(ne)
+  REG_CMP(lt)
+  REG_CMP(le)
+  REG_CMP(gt)
+  REG_CMP(ge)
+#undef REG_CMP
+  m.impl("gelu", TORCH_FN(gelu));
+  m.impl("gelu_backward", TORCH_FN(gelu_backward));
+  m.impl("threshold_backward", TORCH_FN(threshold_backward));
+  m.impl("sigmoid_backward", TORCH_FN(sigmoid_backward));
+  m.impl("tanh_backward", TORCH_FN(tanh_backward));
+  m.impl("sign", TORCH_FN(sign_k));
+  m.impl("sgn", TORCH_FN(sign_k));
+  m.impl("isnan", TORCH_FN(isnan_k));
+  m.impl("reciprocal", TORCH_FN(reciprocal));
+  m.impl("reciprocal_", TORCH_FN(reciprocal_));
+}
+
+}  // namespace
+
+}  // namespace lazyx_bridge

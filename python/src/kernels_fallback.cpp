@@ -1,0 +1,180 @@
+// The boxed fallback (every op without a native kernel runs on CPU and is counted as
+// "aten::<op>", as PyTorch/XLA does) and the _foreach_* kernels.
+#include "kernels.h"
+
+#include <ATen/native/CPUFallback.h>
+#include <torch/library.h>
+
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+namespace lazyx_bridge {
+
+using at::Tensor;
+
+namespace {
+
+// torch 1.13's cpu_fallback does not write mutated tensor lists back (the _foreach_* ops of
+// foreach optimizers), so those take this path: move every tensor and tensor list to CPU, run
+// the op there, copy mutated arguments back into the device tensors (keeping their identity) and
+// move returned tensors to the device.
+void tensor_list_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const auto& args = op.schema().arguments();
+  const size_t n = args.size();
+  auto first = stack->end() - static_cast<std::ptrdiff_t>(n);
+  std::vector<c10::IValue> orig(first, stack->end());
+  for (size_t i = 0; i < n; ++i) {
+    c10::IValue& v = *(first + static_cast<std::ptrdiff_t>(i));
+    if (v.isTensor() && is_lazyx(v.toTensor())) {
+      v = v.toTensor().cpu();
+    } else if (v.isTensorList()) {
+      std::vector<Tensor> l;
+      for (const Tensor& t : v.toTensorVector()) l.push_back(is_lazyx(t) ? t.cpu() : t);
+      v = c10::IValue(l);
+    }
+  }
+  std::vector<c10::IValue> moved(first, stack->end());
+  op.callBoxed(stack);
+  for (size_t i = 0; i < n; ++i) {
+    const c10::AliasInfo* ai = args[i].alias_info();
+    if (ai == nullptr || !ai->isWrite()) continue;
+    if (orig[i].isTensor() && is_lazyx(orig[i].toTensor())) {
+      copy_impl(orig[i].toTensor(), moved[i].toTensor());
+    } else if (orig[i].isTensorList()) {
+      auto o = orig[i].toTensorVector();
+      auto c = moved[i].toTensorVector();
+      for (size_t k = 0; k < o.size(); ++k) {
+        if (is_lazyx(o[k])) copy_impl(o[k], c[k]);
+      }
+    }
+  }
+  const size_t nret = op.schema().returns().size();
+  for (auto it = stack->end() - static_cast<std::ptrdiff_t>(nret); it != stack->end(); ++it) {
+    if (it->isTensor() && it->toTensor().defined() && it->toTensor().device().is_cpu()) {
+      *it = it->toTensor().to(device());
+    } else if (it->isTensorList()) {
+      std::vector<Tensor> l;
+      for (const Tensor& t : it->toTensorVector()) l.push_back(t.to(device()));
+      *it = c10::IValue(l);
+    }
+  }
+}
+
+// _foreach_<op>: a loop over the per-tensor op (as PyTorch's own slow path does), so each element
+// runs through the native kernels. `aten::_foreach_add_.List` maps to `aten::add_.Tensor`,
+// `.Scalar`/`.ScalarList` to `.Scalar`, and unary ones to the op of the same name.
+const c10::OperatorHandle* foreach_target(const c10::OperatorHandle& op) {
+  static std::mutex mu;
+  static std::unordered_map<std::string, const c10::OperatorHandle*> cache;
+  const auto& name = op.schema().operator_name();
+  std::string key = name.name + "." + name.overload_name;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  std::string base = "aten::" + name.name.substr(std::string("aten::_foreach_").size());
+  std::vector<std::string> overloads;
+  const std::string& ov = name.overload_name;
+  if (ov == "List") overloads = {"Tensor", ""};
+  else if (ov == "Scalar" || ov == "ScalarList" || ov == "Tensor") overloads = {"Scalar", ""};
+  else overloads = {"", "Scalar"};
+  const c10::OperatorHandle* found = nullptr;
+  // An in-place foreach op without an in-place per-tensor op (maximum_) uses the out-of-place
+  // op and copies the result into self.
+  std::vector<std::string> bases = {base};
+  if (base.back() == '_') bases.push_back(base.substr(0, base.size() - 1));
+  for (const auto& b : bases) {
+    for (const auto& o : overloads) {
+      auto h = c10::Dispatcher::singleton().findOp(c10::OperatorName(b, o));
+      if (h.has_value() && h->hasSchema() &&
+          h->schema().arguments().size() >= op.schema().arguments().size()) {
+        found = new c10::OperatorHandle(*h);
+        break;
+      }
+    }
+    if (found) break;
+  }
+  cache[key] = found;
+  return found;
+}
+
+
+void foreach_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const c10::OperatorHandle* target = foreach_target(op);
+  if (target == nullptr) {
+    lazyx::metrics::add_counter(op.schema().name());
+    tensor_list_fallback(op, stack);
+    return;
+  }
+  const size_t n = op.schema().arguments().size();
+  std::vector<c10::IValue> src(stack->end() - static_cast<std::ptrdiff_t>(n), stack->end());
+  torch::jit::drop(*stack, n);
+  const size_t count = src[0].toTensorVector().size();
+  const auto& targs = target->schema().arguments();
+  std::vector<Tensor> results;
+  for (size_t i = 0; i < count; ++i) {
+    torch::jit::Stack s;
+    for (size_t j = 0; j < targs.size(); ++j) {
+      if (j >= n) {
+        s.push_back(*targs[j].default_value());
+        continue;
+      }
+      const c10::IValue& v = src[j];
+      const bool wants_scalar = targs[j].type()->kind() == c10::TypeKind::NumberType;
+      if (v.isTensorList()) {
+        s.push_back(v.toTensorVector()[i]);
+      } else if (v.isList()) {
+        s.push_back(v.toListRef()[i]);
+      } else if (v.isDoubleList()) {
+        s.push_back(v.toDoubleVector()[i]);
+      } else if (v.isIntList()) {
+        s.push_back(v.toIntVector()[i]);
+      } else if (wants_scalar && v.isTensor()) {
+        s.push_back(v.toTensor().cpu().reshape({-1})[static_cast<int64_t>(i)].item());
+      } else {
+        s.push_back(v);
+      }
+    }
+    target->callBoxed(&s);
+    const bool copy_back = op.schema().name().back() == '_' && target->schema().name().back() != '_';
+    if (copy_back) {
+      Tensor self_i = src[0].toTensorVector()[i];
+      copy_impl(self_i, s.back().toTensor());
+    } else if (!op.schema().returns().empty() && !s.empty() && s.back().isTensor()) {
+      results.push_back(s.back().toTensor());
+    }
+  }
+  if (!op.schema().returns().empty()) stack->push_back(c10::IValue(results));
+}
+
+void lazyx_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  lazyx::metrics::add_counter(op.schema().name());
+  for (const auto& a : op.schema().arguments()) {
+    if (a.alias_info() != nullptr && a.alias_info()->isWrite() &&
+        a.type()->kind() == c10::TypeKind::ListType) {
+      tensor_list_fallback(op, stack);
+      return;
+    }
+  }
+  at::native::cpu_fallback(op, stack);
+}
+
+TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&lazyx_fallback>());
+}
+
+}  // namespace
+
+// Registers foreach_kernel for every aten::_foreach_* op (called when the module loads).
+void register_foreach_kernels() {
+  static torch::Library* lib = nullptr;
+  if (lib != nullptr) return;
+  lib = new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
+  for (const c10::OperatorName& name : c10::Dispatcher::singleton().getAllOpNames()) {
+    if (name.name.rfind("aten::_foreach_", 0) != 0) continue;
+    std::string full = name.name.substr(6) + (name.overload_name.empty() ? "" : "." + name.overload_name);
+    lib->impl(full.c_str(), torch::CppFunction::makeFromBoxedFunction<&foreach_kernel>());
+  }
+}
+
+}  // namespace lazyx_bridge

@@ -1,0 +1,187 @@
+// Kernels: gathers, scatters, masked fills, index/index_put_, embedding backward and cat.
+// Patterns without a native lowering run on CPU and are counted like the fallback.
+#include "kernels.h"
+
+#include <ATen/ops/_index_put_impl_ops.h>
+#include <ATen/ops/index_ops.h>
+#include <torch/library.h>
+
+namespace lazyx_bridge {
+
+using at::Tensor;
+using c10::optional;
+using lazyx::Shape;
+
+namespace {
+
+Tensor index_select(const Tensor& self, int64_t dim, const Tensor& index) {
+  return wrap(lz(self).index_select(wrap_dim(dim, self.dim()), lz(index)));
+}
+Tensor& index_copy_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& source) {
+  LT t = lz(self);
+  t.index_copy_(wrap_dim(dim, self.dim()), lz(index), lz(source));
+  return self;
+}
+Tensor index_copy(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source) {
+  return wrap(lz(self).index_copy(wrap_dim(dim, self.dim()), lz(index), lz(source)));
+}
+Tensor gather(const Tensor& self, int64_t dim, const Tensor& index, bool) {
+  return wrap(lz(self).gather(wrap_dim(dim, self.dim()), lz(index)));
+}
+Tensor scatter_src(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
+  return wrap(lz(self).scatter(wrap_dim(dim, self.dim()), lz(index), lz(src)));
+}
+Tensor& scatter__src(Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
+  LT t = lz(self);
+  t.scatter_(wrap_dim(dim, self.dim()), lz(index), lz(src));
+  return self;
+}
+Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
+  return wrap(lz(self).scatter_add(wrap_dim(dim, self.dim()), lz(index), lz(src)));
+}
+Tensor& scatter_add_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
+  LT t = lz(self);
+  t.scatter_add_(wrap_dim(dim, self.dim()), lz(index), lz(src));
+  return self;
+}
+Tensor masked_fill_s(const Tensor& self, const Tensor& mask, const c10::Scalar& v) {
+  return wrap(lz(self).masked_fill(lz(mask), to_lz(v)));
+}
+Tensor& masked_fill__s(Tensor& self, const Tensor& mask, const c10::Scalar& v) {
+  LT t = lz(self);
+  t.masked_fill_(lz(mask), to_lz(v));
+  return self;
+}
+Tensor& masked_fill__t(Tensor& self, const Tensor& mask, const Tensor& v) {
+  TORCH_CHECK(v.dim() == 0, "[masked_fill_] value must be a 0-dim tensor.");
+  c10::Scalar s = is_cpu_scalar(v) ? to_at_scalar(cpu_scalar(v)) : v.item();
+  return masked_fill__s(self, mask, s);
+}
+
+// Integer index tensors in leading positions map to lazyx's index_put_; other patterns (bool
+// masks, None before an index) go to the CPU fallback.
+bool simple_indices(const c10::List<optional<Tensor>>& indices) {
+  if (indices.size() == 0) return false;
+  for (size_t i = 0; i < indices.size(); ++i) {
+    const optional<Tensor> ix = indices.get(i);
+    if (!ix.has_value() || !ix->defined()) return false;
+    c10::ScalarType st = ix->scalar_type();
+    if (st != at::kLong && st != at::kInt) return false;
+  }
+  return true;
+}
+
+// The indices on CPU, for a manual fallback (cpu_fallback does not move lists of optional
+// tensors in torch 1.13).
+c10::List<optional<Tensor>> cpu_indices(const c10::List<optional<Tensor>>& indices) {
+  c10::List<optional<Tensor>> out;
+  for (size_t i = 0; i < indices.size(); ++i) {
+    const optional<Tensor> ix = indices.get(i);
+    out.push_back(ix.has_value() && ix->defined() ? optional<Tensor>(ix->cpu()) : optional<Tensor>());
+  }
+  return out;
+}
+
+bool is_mask(const Tensor& t) { return t.scalar_type() == at::kBool || t.scalar_type() == at::kByte; }
+
+// A single bool mask of self's shape.
+bool full_mask(const Tensor& self, const c10::List<optional<Tensor>>& indices) {
+  if (indices.size() != 1) return false;
+  const optional<Tensor> ix = indices.get(0);
+  return ix.has_value() && ix->defined() && is_mask(*ix) && ix->sizes() == self.sizes();
+}
+
+Tensor& index_put_impl_(Tensor& self, const c10::List<optional<Tensor>>& indices, const Tensor& values,
+                        bool accumulate, bool unsafe) {
+  if (simple_indices(indices)) {
+    std::vector<LT> ix;
+    for (size_t i = 0; i < indices.size(); ++i) ix.push_back(lz(*indices.get(i)));
+    LT t = lz(self);
+    LT v = is_cpu_scalar(values) ? lazyx::full({}, cpu_scalar(values), t.dtype()) : lz(values);
+    t.index_put_(ix, v, accumulate);
+    return self;
+  }
+  if (full_mask(self, indices) && values.numel() == 1 && !accumulate) {
+    // t[mask] = v: a where over the whole tensor, no sync needed.
+    LT t = lz(self);
+    LT m = lz(*indices.get(0)).to(lazyx::kBool);
+    LT v = is_cpu_scalar(values) ? lazyx::full({}, cpu_scalar(values), t.dtype())
+                                 : lz(values).reshape({}).to(t.dtype());
+    t.copy_(lazyx::where(m, v, t));
+    return self;
+  }
+  lazyx::metrics::add_counter("aten::_index_put_impl_");
+  Tensor c = self.cpu();
+  at::_ops::_index_put_impl_::call(c, cpu_indices(indices), values.cpu(), accumulate, unsafe);
+  copy_impl(self, c);
+  return self;
+}
+
+Tensor index_tensor(const Tensor& self, const c10::List<optional<Tensor>>& indices) {
+  if (indices.size() == 1 && simple_indices(indices)) {
+    const Tensor ix = *indices.get(0);
+    LT i = lz(ix);
+    LT r = lz(self).index_select(0, ix.dim() == 1 ? i : i.reshape({-1}));
+    if (ix.dim() != 1) {
+      Shape s = to_shape(ix.sizes());
+      for (int64_t d = 1; d < self.dim(); ++d) s.push_back(self.size(d));
+      r = r.reshape(s);
+      if (r.is_view()) r = r.clone();
+    }
+    return wrap(r);
+  }
+  if (full_mask(self, indices)) {
+    // t[mask]: the result's size depends on the mask's values, so the mask is read (a partial
+    // sync of the mask only); the gather itself stays on the device.
+    Tensor where_true = indices.get(0)->cpu().reshape({-1}).nonzero().reshape({-1});
+    return wrap(lz(self).reshape({-1}).index_select(0, upload(where_true)));
+  }
+  lazyx::metrics::add_counter("aten::index");
+  return at::_ops::index_Tensor::call(self.cpu(), cpu_indices(indices)).to(self.device());
+}
+
+Tensor embedding_dense_backward(const Tensor& grad, const Tensor& indices, c10::SymInt num_weights,
+                                int64_t padding_idx, bool scale_grad_by_freq) {
+  TORCH_CHECK(!scale_grad_by_freq, "[embedding] scale_grad_by_freq is not supported on the lazyx device.");
+  LT idx = lz(indices).reshape({-1});
+  const int64_t D = grad.size(-1);
+  LT g = lz(grad).reshape({-1, D});
+  if (padding_idx >= 0) g = g.mul(idx.ne(padding_idx).to(g.dtype()).unsqueeze(1));
+  LT out = lazyx::zeros({num_weights.expect_int(), D}, g.dtype());
+  out.index_put_({idx}, g, true);
+  return wrap(out);
+}
+
+Tensor cat(const at::ITensorListRef& tensors, int64_t dim) {
+  std::vector<LT> ts;
+  int64_t nd = -1;
+  for (const Tensor& t : tensors) {
+    if (t.dim() == 1 && t.numel() == 0) continue;  // legacy empty tensors
+    ts.push_back(lz(t));
+    nd = t.dim();
+  }
+  TORCH_CHECK(!ts.empty(), "[cat] expected a non-empty list of tensors.");
+  return wrap(lazyx::cat(ts, wrap_dim(dim, nd)));
+}
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("index_select", TORCH_FN(index_select));
+  m.impl("index_copy_", TORCH_FN(index_copy_));
+  m.impl("index_copy", TORCH_FN(index_copy));
+  m.impl("gather", TORCH_FN(gather));
+  m.impl("scatter.src", TORCH_FN(scatter_src));
+  m.impl("scatter_.src", TORCH_FN(scatter__src));
+  m.impl("scatter_add", TORCH_FN(scatter_add));
+  m.impl("scatter_add_", TORCH_FN(scatter_add_));
+  m.impl("masked_fill.Scalar", TORCH_FN(masked_fill_s));
+  m.impl("masked_fill_.Scalar", TORCH_FN(masked_fill__s));
+  m.impl("masked_fill_.Tensor", TORCH_FN(masked_fill__t));
+  m.impl("_index_put_impl_", TORCH_FN(index_put_impl_));
+  m.impl("index.Tensor", TORCH_FN(index_tensor));
+  m.impl("embedding_dense_backward", TORCH_FN(embedding_dense_backward));
+  m.impl("cat", TORCH_FN(cat));
+}
+
+}  // namespace
+
+}  // namespace lazyx_bridge

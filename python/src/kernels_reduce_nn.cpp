@@ -1,0 +1,249 @@
+// Kernels: reductions, norms, softmax, losses and layer norm, with their backward ops.
+#include "kernels.h"
+
+#include <torch/library.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace lazyx_bridge {
+
+using at::Tensor;
+using c10::optional;
+
+namespace {
+
+// Reductions.
+LT sum_input(const Tensor& a, optional<c10::ScalarType> dtype) {
+  LT x = lz(a);
+  if (dtype.has_value()) return x.dtype() == to_lz(*dtype) ? x : x.to(to_lz(*dtype));
+  if (!lazyx::is_floating(x.dtype()) && x.dtype() != lazyx::kInt64) return x.to(lazyx::kInt64);
+  return x;
+}
+std::vector<int64_t> opt_dims(at::OptionalIntArrayRef dim) {
+  if (!dim.has_value()) return {};
+  return to_dims(*dim);
+}
+Tensor sum(const Tensor& a, optional<c10::ScalarType> dtype) { return wrap(sum_input(a, dtype).sum()); }
+Tensor sum_dim(const Tensor& a, at::OptionalIntArrayRef dim, bool keepdim, optional<c10::ScalarType> dtype) {
+  if (a.dim() == 0) return wrap(sum_input(a, dtype).clone());
+  return wrap(sum_input(a, dtype).sum(opt_dims(dim), keepdim));
+}
+Tensor mean(const Tensor& a, optional<c10::ScalarType> dtype) {
+  LT x = lz(a);
+  if (dtype.has_value() && x.dtype() != to_lz(*dtype)) x = x.to(to_lz(*dtype));
+  return wrap(x.mean());
+}
+Tensor mean_dim(const Tensor& a, at::OptionalIntArrayRef dim, bool keepdim, optional<c10::ScalarType> dtype) {
+  LT x = lz(a);
+  if (dtype.has_value() && x.dtype() != to_lz(*dtype)) x = x.to(to_lz(*dtype));
+  if (a.dim() == 0) return wrap(x.clone());
+  return wrap(x.mean(opt_dims(dim), keepdim));
+}
+Tensor amax(const Tensor& a, c10::IntArrayRef dim, bool keepdim) { return wrap(lz(a).amax(to_dims(dim), keepdim)); }
+Tensor amin(const Tensor& a, c10::IntArrayRef dim, bool keepdim) { return wrap(lz(a).amin(to_dims(dim), keepdim)); }
+Tensor max_all(const Tensor& a) { return wrap(lz(a).amax()); }
+Tensor min_all(const Tensor& a) { return wrap(lz(a).amin()); }
+std::tuple<Tensor, Tensor> max_dim(const Tensor& a, int64_t dim, bool keepdim) {
+  LT x = lz(a);
+  return {wrap(x.amax({dim}, keepdim)), wrap(x.argmax(dim, keepdim))};
+}
+Tensor argmax(const Tensor& a, optional<int64_t> dim, bool keepdim) {
+  return wrap(lz(a).argmax(dim.has_value() ? std::optional<int64_t>(*dim) : std::nullopt, keepdim));
+}
+Tensor logsumexp(const Tensor& a, c10::IntArrayRef dim, bool keepdim) {
+  return wrap(lz(a).logsumexp(to_dims(dim), keepdim));
+}
+
+// Vector norms (clip_grad_norm_ calls these every step, so they must not fall back).
+LT vector_norm(LT x, double p, const std::vector<int64_t>& dims, bool keepdim) {
+  if (!lazyx::is_floating(x.dtype())) x = x.to(lazyx::kFloat32);
+  if (p == 2.0) return x.mul(x).sum(dims, keepdim).sqrt();
+  if (p == 1.0) return x.abs().sum(dims, keepdim);
+  if (std::isinf(p)) return p > 0 ? x.abs().amax(dims, keepdim) : x.abs().amin(dims, keepdim);
+  if (p == 0.0) return x.ne(0.0).to(x.dtype()).sum(dims, keepdim);
+  return x.abs().pow(p).sum(dims, keepdim).pow(1.0 / p);
+}
+Tensor norm_scalar(const Tensor& a, const c10::Scalar& p) {
+  return wrap(vector_norm(lz(a), p.toDouble(), {}, false));
+}
+Tensor norm_opt_dim(const Tensor& a, const optional<c10::Scalar>& p, c10::IntArrayRef dim, bool keepdim) {
+  return wrap(vector_norm(lz(a), p.has_value() ? p->toDouble() : 2.0, to_dims(dim), keepdim));
+}
+Tensor linalg_vector_norm(const Tensor& a, const c10::Scalar& ord, at::OptionalIntArrayRef dim,
+                          bool keepdim, optional<c10::ScalarType> dtype) {
+  LT x = lz(a);
+  if (dtype.has_value() && x.dtype() != to_lz(*dtype)) x = x.to(to_lz(*dtype));
+  return wrap(vector_norm(x, ord.toDouble(), opt_dims(dim), keepdim));
+}
+LT var_impl(const Tensor& a, at::OptionalIntArrayRef dim, optional<int64_t> correction, bool keepdim) {
+  LT x = lz(a);
+  if (!lazyx::is_floating(x.dtype())) x = x.to(lazyx::kFloat32);
+  std::vector<int64_t> dims = opt_dims(dim);
+  int64_t n = 1;
+  if (dims.empty()) {
+    n = a.numel();
+  } else {
+    for (int64_t d : dims) n *= a.size(wrap_dim(d, a.dim()));
+  }
+  LT xc = x.sub(x.mean(dims, true));
+  const double denom = std::max<double>(0.0, static_cast<double>(n - correction.value_or(1)));
+  return xc.mul(xc).sum(dims, keepdim).div(denom);
+}
+Tensor var_k(const Tensor& a, at::OptionalIntArrayRef dim, optional<int64_t> correction, bool keepdim) {
+  return wrap(var_impl(a, dim, correction, keepdim));
+}
+Tensor std_k(const Tensor& a, at::OptionalIntArrayRef dim, optional<int64_t> correction, bool keepdim) {
+  return wrap(var_impl(a, dim, correction, keepdim).sqrt());
+}
+Tensor all_k(const Tensor& a) { return wrap(lz(a).ne(0).to(lazyx::kInt32).amin().to(lazyx::kBool)); }
+Tensor any_k(const Tensor& a) { return wrap(lz(a).ne(0).to(lazyx::kInt32).amax().to(lazyx::kBool)); }
+
+Tensor _softmax(const Tensor& a, int64_t dim, bool) { return wrap(lz(a).softmax(dim)); }
+Tensor _log_softmax(const Tensor& a, int64_t dim, bool) { return wrap(lz(a).log_softmax(dim)); }
+Tensor _softmax_backward_data(const Tensor& grad, const Tensor& out, int64_t dim, c10::ScalarType) {
+  LT g = lz(grad), y = lz(out);
+  return wrap(y.mul(g.sub(g.mul(y).sum({dim}, true))));
+}
+Tensor _log_softmax_backward_data(const Tensor& grad, const Tensor& out, int64_t dim, c10::ScalarType) {
+  LT g = lz(grad), y = lz(out);
+  return wrap(g.sub(y.exp().mul(g.sum({dim}, true))));
+}
+
+// Losses. reduction: 0 none, 1 mean, 2 sum.
+std::tuple<Tensor, Tensor> nll_loss_forward(const Tensor& self, const Tensor& target,
+                                            const optional<Tensor>& weight, int64_t reduction,
+                                            int64_t ignore_index) {
+  LT x = lz(self), t = lz(target);
+  const bool batched = x.dim() == 2;
+  if (!batched) {
+    x = x.unsqueeze(0);
+    t = t.unsqueeze(0);
+  }
+  LT valid = t.ne(ignore_index);
+  LT tsafe = lazyx::where(valid, t, lazyx::Scalar(0LL));
+  LT picked = x.gather(1, tsafe.unsqueeze(1)).squeeze(1);
+  LT w = valid.to(x.dtype());
+  if (weight.has_value() && weight->defined()) w = w.mul(lz(*weight).index_select(0, tsafe));
+  LT loss = picked.mul(w).neg();
+  LT total = w.sum();
+  if (reduction == 0) return {wrap(batched ? loss : loss.squeeze(0).clone()), wrap(total)};
+  if (reduction == 2) return {wrap(loss.sum()), wrap(total)};
+  return {wrap(loss.sum().div(total)), wrap(total)};
+}
+
+Tensor nll_loss_backward(const Tensor& grad_output, const Tensor& self, const Tensor& target,
+                         const optional<Tensor>& weight, int64_t reduction, int64_t ignore_index,
+                         const Tensor& total_weight) {
+  LT x = lz(self), t = lz(target), g = lz(grad_output);
+  const bool batched = x.dim() == 2;
+  if (!batched) {
+    x = x.unsqueeze(0);
+    t = t.unsqueeze(0);
+    if (reduction == 0) g = g.reshape({1});
+  }
+  LT valid = t.ne(ignore_index);
+  LT tsafe = lazyx::where(valid, t, lazyx::Scalar(0LL));
+  LT w = valid.to(x.dtype());
+  if (weight.has_value() && weight->defined()) w = w.mul(lz(*weight).index_select(0, tsafe));
+  LT coef = w.neg().mul(g);  // g: [] for mean/sum, [N] for none
+  if (reduction == 1) coef = coef.div(lz(total_weight));
+  LT gi = lazyx::zeros(x.sizes(), x.dtype()).scatter(1, tsafe.unsqueeze(1), coef.unsqueeze(1));
+  if (!batched) gi = gi.squeeze(0).clone();
+  return wrap(gi);
+}
+
+Tensor mse_loss(const Tensor& self, const Tensor& target, int64_t reduction) {
+  LT d = lz(self).sub(operand(target, lz(self)));
+  LT sq = d.mul(d);
+  if (reduction == 0) return wrap(sq);
+  if (reduction == 2) return wrap(sq.sum());
+  return wrap(sq.mean());
+}
+Tensor mse_loss_backward(const Tensor& grad, const Tensor& self, const Tensor& target, int64_t reduction) {
+  LT d = lz(self).sub(operand(target, lz(self)));
+  double scale = reduction == 1 ? 2.0 / static_cast<double>(std::max<int64_t>(1, self.numel())) : 2.0;
+  return wrap(d.mul(scale).mul(lz(grad)));
+}
+
+// Layer norm over the trailing normalized_shape dims; mean and rstd keep those dims as size 1.
+std::tuple<Tensor, Tensor, Tensor> native_layer_norm(const Tensor& input, c10::SymIntArrayRef nshape,
+                                                     const optional<Tensor>& weight,
+                                                     const optional<Tensor>& bias, double eps) {
+  LT x = lz(input);
+  const int64_t nd = static_cast<int64_t>(nshape.size()), axis = x.dim() - nd;
+  std::vector<int64_t> dims;
+  for (int64_t d = axis; d < x.dim(); ++d) dims.push_back(d);
+  LT mu = x.mean(dims, true);
+  LT xc = x.sub(mu);
+  LT var = xc.mul(xc).mean(dims, true);
+  LT rstd = var.add(eps).rsqrt();
+  LT out = xc.mul(rstd);
+  if (weight.has_value() && weight->defined()) out = out.mul(lz(*weight));
+  if (bias.has_value() && bias->defined()) out = out.add(lz(*bias));
+  return {wrap(out), wrap(mu), wrap(rstd)};
+}
+
+std::tuple<Tensor, Tensor, Tensor> native_layer_norm_backward(
+    const Tensor& grad_out, const Tensor& input, c10::SymIntArrayRef nshape, const Tensor& mean,
+    const Tensor& rstd, const optional<Tensor>& weight, const optional<Tensor>& bias,
+    std::array<bool, 3> mask) {
+  LT x = lz(input), g = lz(grad_out), mu = lz(mean), rs = lz(rstd);
+  const int64_t nd = static_cast<int64_t>(nshape.size()), axis = x.dim() - nd;
+  std::vector<int64_t> dims, lead;
+  for (int64_t d = axis; d < x.dim(); ++d) dims.push_back(d);
+  for (int64_t d = 0; d < axis; ++d) lead.push_back(d);
+  LT xhat = x.sub(mu).mul(rs);
+  Tensor dx, dw, db;
+  if (mask[0]) {
+    LT gw = (weight.has_value() && weight->defined()) ? g.mul(lz(*weight)) : g;
+    LT r = gw.sub(gw.mean(dims, true)).sub(xhat.mul(gw.mul(xhat).mean(dims, true))).mul(rs);
+    dx = wrap(r);
+  }
+  if (mask[1] && weight.has_value() && weight->defined()) {
+    LT p = g.mul(xhat);
+    dw = wrap(lead.empty() ? p : p.sum(lead));
+  }
+  if (mask[2] && bias.has_value() && bias->defined()) {
+    db = wrap(lead.empty() ? g.clone() : g.sum(lead));
+  }
+  return {dx, dw, db};
+}
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  // Reductions.
+  m.impl("sum", TORCH_FN(sum));
+  m.impl("sum.dim_IntList", TORCH_FN(sum_dim));
+  m.impl("mean", TORCH_FN(mean));
+  m.impl("mean.dim", TORCH_FN(mean_dim));
+  m.impl("amax", TORCH_FN(amax));
+  m.impl("amin", TORCH_FN(amin));
+  m.impl("max", TORCH_FN(max_all));
+  m.impl("min", TORCH_FN(min_all));
+  m.impl("max.dim", TORCH_FN(max_dim));
+  m.impl("argmax", TORCH_FN(argmax));
+  m.impl("logsumexp", TORCH_FN(logsumexp));
+  m.impl("norm.Scalar", TORCH_FN(norm_scalar));
+  m.impl("norm.ScalarOpt_dim", TORCH_FN(norm_opt_dim));
+  m.impl("linalg_vector_norm", TORCH_FN(linalg_vector_norm));
+  m.impl("all", TORCH_FN(all_k));
+  m.impl("var.correction", TORCH_FN(var_k));
+  m.impl("std.correction", TORCH_FN(std_k));
+  m.impl("any", TORCH_FN(any_k));
+  // Softmax.
+  m.impl("_softmax", TORCH_FN(_softmax));
+  m.impl("_log_softmax", TORCH_FN(_log_softmax));
+  m.impl("_softmax_backward_data", TORCH_FN(_softmax_backward_data));
+  m.impl("_log_softmax_backward_data", TORCH_FN(_log_softmax_backward_data));
+  // Losses and normalization.
+  m.impl("nll_loss_forward", TORCH_FN(nll_loss_forward));
+  m.impl("nll_loss_backward", TORCH_FN(nll_loss_backward));
+  m.impl("mse_loss", TORCH_FN(mse_loss));
+  m.impl("mse_loss_backward", TORCH_FN(mse_loss_backward));
+  m.impl("native_layer_norm", TORCH_FN(native_layer_norm));
+  m.impl("native_layer_norm_backward", TORCH_FN(native_layer_norm_backward));
+}
+
+}  // namespace
+
+}  // namespace lazyx_bridge

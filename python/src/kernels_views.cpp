@@ -1,0 +1,98 @@
+// Kernels: views. Each is a real view over the same lazyx storage (wrap_view), so in-place
+// writes through it update the base.
+#include "kernels.h"
+
+#include <torch/library.h>
+
+#include <algorithm>
+
+namespace lazyx_bridge {
+
+using at::Tensor;
+using c10::optional;
+using lazyx::Shape;
+
+namespace {
+
+Tensor view(const Tensor& self, c10::SymIntArrayRef size) {
+  return wrap_view(lz(self).view(to_shape(size)), self);
+}
+Tensor _reshape_alias(const Tensor& self, c10::SymIntArrayRef size, c10::SymIntArrayRef) {
+  return wrap_view(lz(self).view(to_shape(size)), self);
+}
+Tensor _unsafe_view(const Tensor& self, c10::SymIntArrayRef size) {
+  LT r = lz(self).reshape(to_shape(size));
+  return r.is_view() ? wrap_view(r, self) : wrap(r);
+}
+Tensor alias(const Tensor& self) { return wrap_view(lz(self).view(lz(self).sizes()), self); }
+Tensor as_strided_k(const Tensor& self, c10::SymIntArrayRef size, c10::SymIntArrayRef stride,
+                    optional<c10::SymInt> offset) {
+  int64_t off = offset.has_value() ? offset->expect_int() : self.storage_offset();
+  return wrap_view(as_strided(self, c10::asIntArrayRefSlow(size), c10::asIntArrayRefSlow(stride), off),
+                   self);
+}
+Tensor transpose(const Tensor& self, int64_t d0, int64_t d1) {
+  return wrap_view(lz(self).transpose(d0, d1), self);
+}
+Tensor permute(const Tensor& self, c10::IntArrayRef dims) {
+  return wrap_view(lz(self).permute(to_dims(dims)), self);
+}
+Tensor expand(const Tensor& self, c10::SymIntArrayRef size, bool) {
+  Shape s = to_shape(size);
+  const int64_t lead = static_cast<int64_t>(s.size()) - self.dim();
+  for (int64_t i = 0; i < static_cast<int64_t>(s.size()); ++i) {
+    if (s[i] == -1) {
+      TORCH_CHECK(i >= lead, "[expand] -1 is not allowed in a leading, non-existing dimension.");
+      s[i] = self.size(i - lead);
+    }
+  }
+  return wrap_view(lz(self).expand(s), self);
+}
+Tensor select(const Tensor& self, int64_t dim, int64_t index) {
+  dim = wrap_dim(dim, self.dim());
+  int64_t n = self.size(dim);
+  TORCH_CHECK(index >= -n && index < n, "[select] index ", index, " is out of bounds for dimension ",
+              dim, " with size ", n);
+  if (index < 0) index += n;
+  return wrap_view(lz(self).select(dim, index), self);
+}
+Tensor slice(const Tensor& self, int64_t dim, optional<c10::SymInt> start, optional<c10::SymInt> end,
+             c10::SymInt step) {
+  dim = wrap_dim(dim, self.dim());
+  int64_t n = self.size(dim);
+  int64_t s = start.has_value() ? start->expect_int() : 0;
+  int64_t e = end.has_value() ? end->expect_int() : n;
+  if (s < 0) s += n;
+  if (e < 0) e += n;
+  s = std::clamp<int64_t>(s, 0, n);
+  e = std::clamp<int64_t>(e, s, n);
+  return wrap_view(lz(self).slice(dim, s, e, step.expect_int()), self);
+}
+Tensor unsqueeze(const Tensor& self, int64_t dim) {
+  return wrap_view(lz(self).unsqueeze(wrap_dim(dim, self.dim() + 1)), self);
+}
+Tensor squeeze(const Tensor& self) { return wrap_view(lz(self).squeeze(), self); }
+Tensor squeeze_dim(const Tensor& self, int64_t dim) {
+  if (self.dim() == 0) return wrap_view(lz(self).view({}), self);
+  return wrap_view(lz(self).squeeze(wrap_dim(dim, self.dim())), self);
+}
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("view", TORCH_FN(view));
+  m.impl("_reshape_alias", TORCH_FN(_reshape_alias));
+  m.impl("_unsafe_view", TORCH_FN(_unsafe_view));
+  m.impl("alias", TORCH_FN(alias));
+  m.impl("as_strided", TORCH_FN(as_strided_k));
+  m.impl("transpose.int", TORCH_FN(transpose));
+  m.impl("permute", TORCH_FN(permute));
+  m.impl("expand", TORCH_FN(expand));
+  m.impl("select.int", TORCH_FN(select));
+  m.impl("slice.Tensor", TORCH_FN(slice));
+  m.impl("unsqueeze", TORCH_FN(unsqueeze));
+  m.impl("squeeze", TORCH_FN(squeeze));
+  m.impl("squeeze.dim", TORCH_FN(squeeze_dim));
+}
+
+}  // namespace
+
+}  // namespace lazyx_bridge
