@@ -17,12 +17,17 @@ import torch  # loads libtorch before the extension
 from . import _C
 from ._C import LazyxError, StepReport, ParamReport
 from . import metrics
+from . import _serialization
+from ._serialization import save
+
+_serialization.install()  # copy.deepcopy, torch.save and torch.load of device tensors
 
 __all__ = [
     "device", "mark_step", "sync", "set_buffer_donation", "get_buffer_donation", "is_donated",
     "last_step", "memory_stats", "reset_peak_memory_stats", "empty_cache", "tensor_id",
     "graph_text", "graph_dot", "storage_base_id", "is_pending", "metrics", "LazyxError", "StepReport", "ParamReport",
     "backend_name", "set_backend", "program_cache_size", "clear_program_cache", "manual_seed",
+    "save",
 ]
 
 DEVICE_TYPE = _C.device_type()  # "privateuseone": torch 1.13 cannot rename PrivateUse1
