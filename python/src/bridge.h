@@ -25,7 +25,7 @@ struct LzStorage : public c10::StorageImpl {
   lazyx::Tensor root;  // a base tensor over the whole storage (never a view)
 };
 
-struct LzTensorImpl : public c10::TensorImpl {
+struct LzTensorImpl final : public c10::TensorImpl {
   LzTensorImpl(lazyx::Tensor t, c10::Storage storage);
 
   const lazyx::Tensor& tensor() const { return tensor_; }

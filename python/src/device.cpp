@@ -7,6 +7,7 @@
 #include <cstring>
 #include <mutex>
 #include <numeric>
+#include <typeinfo>
 
 #include "bridge.h"
 
@@ -55,9 +56,19 @@ LzTensorImpl::LzTensorImpl(lazyx::Tensor t, c10::Storage storage)
 
 void LzTensorImpl::refresh_meta() {
   const auto& sz = tensor_.sizes();
-  const auto& st = tensor_.strides();
   sizes_and_strides_.set_sizes(c10::IntArrayRef(sz.data(), sz.size()));
-  for (size_t i = 0; i < st.size(); ++i) sizes_and_strides_.stride_at_unchecked(i) = st[i];
+  if (tensor_.is_view()) {
+    const auto& st = tensor_.strides();
+    for (size_t i = 0; i < st.size(); ++i) sizes_and_strides_.stride_at_unchecked(i) = st[i];
+  } else {
+    // A base is contiguous. Computing its strides here skips the engine lock and the strides
+    // vector lazyx::Tensor::strides() builds on first use (every op result is a new base).
+    int64_t acc = 1;
+    for (size_t i = sz.size(); i-- > 0;) {
+      sizes_and_strides_.stride_at_unchecked(i) = acc;
+      acc *= std::max<int64_t>(sz[i], 1);
+    }
+  }
   storage_offset_ = tensor_.storage_offset();
   data_type_ = c10::scalarTypeToTypeMeta(to_at(tensor_.dtype()));
   refresh_numel();
@@ -153,7 +164,9 @@ bool is_lazyx(const at::Tensor& t) {
 
 LzTensorImpl* lz_impl(const at::Tensor& t) {
   TORCH_CHECK(t.defined(), "[lazyx] expected a tensor, got an undefined one.");
-  auto* impl = dynamic_cast<LzTensorImpl*>(t.unsafeGetTensorImpl());
+  c10::TensorImpl* p = t.unsafeGetTensorImpl();
+  // LzTensorImpl is final, so an exact type check (cheaper than dynamic_cast) is enough.
+  auto* impl = typeid(*p) == typeid(LzTensorImpl) ? static_cast<LzTensorImpl*>(p) : nullptr;
   TORCH_CHECK(impl != nullptr, "[lazyx] expected a tensor on the lazyx device (privateuseone), got one on ",
               t.device(), ". Move it with .to(lazyx.device()).");
   return impl;
