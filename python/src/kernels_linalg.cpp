@@ -9,10 +9,28 @@ using at::Tensor;
 
 namespace {
 
+// Whether `t` broadcasts to `shape` without growing it.
+bool broadcasts_to(const Tensor& t, std::initializer_list<int64_t> shape) {
+  const int64_t n = static_cast<int64_t>(shape.size()), lead = n - t.dim();
+  if (lead < 0) return false;
+  for (int64_t i = 0; i < t.dim(); ++i) {
+    const int64_t want = shape.begin()[lead + i];
+    if (t.size(i) != 1 && t.size(i) != want) return false;
+  }
+  return true;
+}
+
 Tensor mm(const Tensor& a, const Tensor& b) { return wrap(lazyx::mm(lz(a), lz(b))); }
 Tensor bmm(const Tensor& a, const Tensor& b) { return wrap(lazyx::bmm(lz(a), lz(b))); }
 Tensor addmm(const Tensor& s, const Tensor& m1, const Tensor& m2, const c10::Scalar& beta,
              const c10::Scalar& alpha) {
+  // nn.Linear's beta = alpha = 1: a plain add skips the two scaling nodes and their run-time
+  // scalars (as add.Tensor does for alpha 1). The product is [n, m], so it comes first.
+  if (is_one(beta) && is_one(alpha) && s.scalar_type() == m1.scalar_type() &&
+      s.scalar_type() == m2.scalar_type() && m1.dim() == 2 && m2.dim() == 2 &&
+      broadcasts_to(s, {m1.size(0), m2.size(1)})) {
+    return wrap(lazyx::mm(lz(m1), lz(m2)).add(lz(s)));
+  }
   return wrap(lazyx::addmm(lz(s), lz(m1), lz(m2), to_lz(beta), to_lz(alpha)));
 }
 Tensor& addmm_out(const Tensor& s, const Tensor& m1, const Tensor& m2, const c10::Scalar& beta,

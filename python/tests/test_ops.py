@@ -183,6 +183,22 @@ def test_matmul_family():
     check(lambda a, b: a @ b.t(), randn(3, 4), randn(5, 4))
 
 
+@pytest.mark.parametrize("bias_shape", [(5,), (1, 5), (3, 1), (3, 5), (), (1,)], ids=str)
+def test_addmm_unit_scales(bias_shape):
+    # beta = alpha = 1 (nn.Linear) lowers to mm + add; every bias broadcast must match CPU.
+    check(torch.addmm, torch.randn(bias_shape), randn(3, 4), randn(4, 5))
+    check(lambda a, b, c: torch.addmm(a, b, c, beta=1, alpha=1.0), torch.randn(bias_shape),
+          randn(3, 4), randn(4, 5))
+
+
+def test_addmm_unit_scales_bad_bias_and_float64():
+    a, b = randn(3, 4).to(DEV), randn(4, 5).to(DEV)
+    with pytest.raises(RuntimeError, match="broadcast"):
+        torch.addmm(randn(2, 5).to(DEV), a, b).cpu()
+    check(torch.addmm, torch.randn(5, dtype=torch.float64), torch.randn(3, 4, dtype=torch.float64),
+          torch.randn(4, 5, dtype=torch.float64), atol=1e-12, rtol=1e-12)
+
+
 def test_views_forward_backward():
     x = randn(4, 6)
     check(lambda t: t.view(2, 12).t().reshape(3, 8) * 2, x)
@@ -512,3 +528,4 @@ def test_nn_transformer_encoder_layer():
     drop(x.to(DEV)).sum().backward()
     lazyx.mark_step()
     assert not lazyx.metrics.fallback_counters(), lazyx.metrics.fallback_counters()
+
