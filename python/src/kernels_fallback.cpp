@@ -109,42 +109,62 @@ void foreach_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const size_t n = op.schema().arguments().size();
   std::vector<c10::IValue> src(stack->end() - static_cast<std::ptrdiff_t>(n), stack->end());
   torch::jit::drop(*stack, n);
-  const size_t count = src[0].toTensorVector().size();
+  const std::vector<Tensor> self = src[0].toTensorVector();
+  const size_t count = self.size();
   const auto& targs = target->schema().arguments();
-  std::vector<Tensor> results;
-  for (size_t i = 0; i < count; ++i) {
-    torch::jit::Stack s;
-    for (size_t j = 0; j < targs.size(); ++j) {
-      if (j >= n) {
-        s.push_back(*targs[j].default_value());
+  // Each argument of the per-tensor op, unpacked once: per_elem[j][i] for lists, same[j] for
+  // arguments every element shares (toTensorVector copies the list, and a tensor of scalars is
+  // read once, not once per element).
+  std::vector<std::vector<c10::IValue>> per_elem(targs.size());
+  std::vector<c10::IValue> same(targs.size());
+  for (size_t j = 0; j < targs.size(); ++j) {
+    if (j >= n) {
+      same[j] = *targs[j].default_value();
+      continue;
+    }
+    const c10::IValue& v = src[j];
+    std::vector<c10::IValue>& l = per_elem[j];
+    if (j == 0) {
+      l.assign(self.begin(), self.end());
+    } else if (v.isTensorList()) {
+      for (const Tensor& t : v.toTensorVector()) l.emplace_back(t);
+    } else if (v.isList()) {
+      for (const c10::IValue& e : v.toListRef()) l.push_back(e);
+    } else if (v.isDoubleList()) {
+      for (double d : v.toDoubleVector()) l.emplace_back(d);
+    } else if (v.isIntList()) {
+      for (int64_t d : v.toIntVector()) l.emplace_back(d);
+    } else if (targs[j].type()->kind() == c10::TypeKind::NumberType && v.isTensor()) {
+      Tensor flat = v.toTensor().cpu().reshape({-1});
+      if (flat.numel() == 1) {  // one scalar for every element
+        same[j] = flat[0].item();
         continue;
       }
-      const c10::IValue& v = src[j];
-      const bool wants_scalar = targs[j].type()->kind() == c10::TypeKind::NumberType;
-      if (v.isTensorList()) {
-        s.push_back(v.toTensorVector()[i]);
-      } else if (v.isList()) {
-        s.push_back(v.toListRef()[i]);
-      } else if (v.isDoubleList()) {
-        s.push_back(v.toDoubleVector()[i]);
-      } else if (v.isIntList()) {
-        s.push_back(v.toIntVector()[i]);
-      } else if (wants_scalar && v.isTensor()) {
-        s.push_back(v.toTensor().cpu().reshape({-1})[static_cast<int64_t>(i)].item());
-      } else {
-        s.push_back(v);
-      }
+      for (size_t i = 0; i < count; ++i) l.emplace_back(flat[static_cast<int64_t>(i)].item());
+    } else {
+      same[j] = v;
+      continue;
+    }
+    TORCH_CHECK(l.size() == count, "[", op.schema().name(), "] argument ", j, " has ", l.size(),
+                " elements, but self has ", count, ".");
+  }
+  const bool copy_back = op.schema().name().back() == '_' && target->schema().name().back() != '_';
+  const bool returns = !op.schema().returns().empty();
+  std::vector<Tensor> results;
+  torch::jit::Stack s;
+  for (size_t i = 0; i < count; ++i) {
+    s.clear();
+    for (size_t j = 0; j < targs.size(); ++j) {
+      s.push_back(per_elem[j].empty() ? same[j] : per_elem[j][i]);
     }
     target->callBoxed(&s);
-    const bool copy_back = op.schema().name().back() == '_' && target->schema().name().back() != '_';
     if (copy_back) {
-      Tensor self_i = src[0].toTensorVector()[i];
-      copy_impl(self_i, s.back().toTensor());
-    } else if (!op.schema().returns().empty() && !s.empty() && s.back().isTensor()) {
+      copy_impl(self[i], s.back().toTensor());
+    } else if (returns && !s.empty() && s.back().isTensor()) {
       results.push_back(s.back().toTensor());
     }
   }
-  if (!op.schema().returns().empty()) stack->push_back(c10::IValue(results));
+  if (returns) stack->push_back(c10::IValue(results));
 }
 
 void lazyx_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {

@@ -529,3 +529,32 @@ def test_nn_transformer_encoder_layer():
     lazyx.mark_step()
     assert not lazyx.metrics.fallback_counters(), lazyx.metrics.fallback_counters()
 
+
+def test_foreach_ops_match_cpu():
+    base = [randn(3, 4), randn(5), randn(2, 2)]
+    others = [randn(3, 4), randn(5), randn(2, 2)]
+    dens = [t.abs() + 0.5 for t in (randn(3, 4), randn(5), randn(2, 2))]
+
+    def run(dev):
+        ts = [t.clone().to(dev) for t in base]
+        os_ = [t.to(dev) for t in others]
+        ds = [t.to(dev) for t in dens]
+        torch._foreach_add_(ts, [1.0, -2.0, 0.5])          # ScalarList
+        torch._foreach_mul_(ts, 3.0)                        # Scalar
+        torch._foreach_add_(ts, os_, alpha=0.25)            # List with alpha
+        torch._foreach_addcdiv_(ts, os_, ds, [0.5, 2.0, -1.0])
+        torch._foreach_maximum_(ts, os_)                    # no per-tensor in-place op
+        outs = torch._foreach_sqrt(torch._foreach_abs(ts))  # out-of-place results
+        norms = torch._foreach_norm(ts)
+        return [t.cpu() for t in ts + list(outs) + list(norms)]
+
+    for got, want in zip(run(DEV), run("cpu")):
+        torch.testing.assert_close(got, want)
+
+
+def test_foreach_list_length_mismatch_raises():
+    ts = [randn(2).to(DEV), randn(2).to(DEV)]
+    with pytest.raises(RuntimeError):
+        torch._foreach_add_(ts, [1.0])
+    with pytest.raises(RuntimeError):
+        torch._foreach_add_(ts, [randn(2).to(DEV)])
