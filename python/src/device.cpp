@@ -4,7 +4,6 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include <algorithm>
-#include <cstring>
 #include <mutex>
 #include <numeric>
 #include <typeinfo>
@@ -205,76 +204,29 @@ at::Tensor wrap_view(lazyx::Tensor t, const at::Tensor& of) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Host transfers.
-namespace {
-lazyx::Shape shape_of(const at::Tensor& t) { return lazyx::Shape(t.sizes().begin(), t.sizes().end()); }
-
-template <typename T>
-lazyx::Tensor upload_as(const at::Tensor& c) {
-  const T* p = c.data_ptr<T>();
-  std::vector<T> v(p, p + c.numel());
-  return lazyx::tensor<T>(v, shape_of(c));
-}
-}  // namespace
-
+// Host transfers. lazyx stores every dtype as PyTorch does on CPU (bool as one byte, float16
+// and bfloat16 as their 16-bit patterns), so both directions are one memcpy of the contiguous
+// data, with no staging vector.
 lazyx::Tensor upload(const at::Tensor& cpu) {
   at::Tensor c = cpu.contiguous();
   switch (c.scalar_type()) {
-    case c10::ScalarType::Float: return upload_as<float>(c);
-    case c10::ScalarType::Double: return upload_as<double>(c);
-    case c10::ScalarType::Long: return upload_as<int64_t>(c);
-    case c10::ScalarType::Int: return upload_as<int32_t>(c);
-    case c10::ScalarType::Bool: {
-      const bool* p = c.data_ptr<bool>();
-      std::vector<bool> v(p, p + c.numel());
-      return lazyx::tensor<bool>(v, shape_of(c));
-    }
-    case c10::ScalarType::Half:
-    case c10::ScalarType::BFloat16:
-      return upload_as<float>(c.to(at::kFloat)).to(to_lz(c.scalar_type()));
     case c10::ScalarType::Byte:
     case c10::ScalarType::Char:
-    case c10::ScalarType::Short: return upload_as<int32_t>(c.to(at::kInt));
-    default: to_lz(c.scalar_type());  // raises
+    case c10::ScalarType::Short: c = c.to(at::kInt); break;
+    default: break;
   }
-  return {};
+  const lazyx::Dtype d = to_lz(c.scalar_type());  // raises for unsupported dtypes
+  char none = 0;
+  return lazyx::from_host(c.numel() > 0 ? c.data_ptr() : &none,
+                          lazyx::Shape(c.sizes().begin(), c.sizes().end()), d);
 }
-
-namespace {
-template <typename T>
-at::Tensor download_as(const lazyx::Tensor& t, c10::ScalarType st) {
-  std::vector<T> v = t.to_vector<T>();
-  at::Tensor out = at::empty(c10::IntArrayRef(t.sizes().data(), t.sizes().size()),
-                             at::TensorOptions().dtype(st));
-  if (!v.empty()) std::memcpy(out.data_ptr(), v.data(), v.size() * sizeof(T));
-  return out;
-}
-}  // namespace
 
 at::Tensor download(const lazyx::Tensor& t) {
-  switch (t.dtype()) {
-    case lazyx::Dtype::Float32: return download_as<float>(t, at::kFloat);
-    case lazyx::Dtype::Float64: return download_as<double>(t, at::kDouble);
-    case lazyx::Dtype::Int64: return download_as<int64_t>(t, at::kLong);
-    case lazyx::Dtype::Int32: return download_as<int32_t>(t, at::kInt);
-    case lazyx::Dtype::Bool: {
-      std::vector<bool> v = t.to_vector<bool>();
-      at::Tensor out = at::empty(c10::IntArrayRef(t.sizes().data(), t.sizes().size()),
-                                 at::TensorOptions().dtype(at::kBool));
-      bool* p = out.data_ptr<bool>();
-      for (size_t i = 0; i < v.size(); ++i) p[i] = v[i];
-      return out;
-    }
-    case lazyx::Dtype::Float16:
-    case lazyx::Dtype::BFloat16: {
-      std::vector<float> v = t.to(lazyx::kFloat32).to_vector<float>();
-      at::Tensor out = at::empty(c10::IntArrayRef(t.sizes().data(), t.sizes().size()),
-                                 at::TensorOptions().dtype(at::kFloat));
-      if (!v.empty()) std::memcpy(out.data_ptr(), v.data(), v.size() * sizeof(float));
-      return out.to(to_at(t.dtype()));
-    }
-  }
-  return {};
+  at::Tensor out = at::empty(c10::IntArrayRef(t.sizes().data(), t.sizes().size()),
+                             at::TensorOptions().dtype(to_at(t.dtype())));
+  char none = 0;  // an empty tensor still goes through the read (a donated one raises)
+  t.copy_to_host(out.numel() > 0 ? out.data_ptr() : &none);
+  return out;
 }
 
 void seed_from_torch(c10::optional<at::Generator> gen) {

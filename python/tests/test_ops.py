@@ -312,6 +312,28 @@ def test_to_cpu_item_print():
     torch.testing.assert_close(t.to(DEV).cpu(), t)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16,
+                                   torch.int64, torch.int32, torch.bool], ids=str)
+def test_host_transfers_are_bit_exact(dtype):
+    x = torch.randn(5, 7) * 100
+    x = x > 0 if dtype == torch.bool else x.to(dtype)
+    d = x.to(DEV)
+    assert d.dtype == dtype
+    back = d.cpu()
+    assert back.dtype == dtype and torch.equal(back, x)
+    torch.testing.assert_close((d[1:, ::2] * 1).cpu(), x[1:, ::2] * 1)  # a view, computed
+    e = torch.empty(0, 3, dtype=dtype).to(DEV)
+    assert e.shape == (0, 3) and e.cpu().shape == (0, 3)
+
+
+def test_narrow_ints_become_int32_on_the_device():
+    for dtype in (torch.uint8, torch.int8, torch.int16):
+        x = torch.arange(-3, 4).to(dtype)
+        d = x.to(DEV)
+        assert d.dtype == torch.int32
+        assert d.cpu().tolist() == x.to(torch.int32).tolist()
+
+
 def test_fallback_is_counted():
     x = torch.randn(6).to(DEV)
     lazyx.metrics.clear_counters()
