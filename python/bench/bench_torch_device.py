@@ -8,6 +8,10 @@
 2. Training step time (forward + backward + Adam + mark_step) for the digits MLP
    (64-128-64-10, batch 64) and a wide MLP (784-2048-2048-10, batch 64, random data): lazyx vs
    torch eager on CPU with the same thread count.
+3. The digits MLP step split into phases (zero_grad, forward, backward, opt.step, mark_step and
+   the step report's execute time), eager vs lazyx. On lazyx, backward runs on torch's autograd
+   thread for the device (torch 1.13 keeps only CPU, meta and lazy backward on the caller's
+   thread), so its phase includes two thread wake-ups.
 """
 import argparse
 import os
@@ -149,6 +153,36 @@ def train_time(dims, batch, steps, device):
     return median_time(step, steps)
 
 
+def step_phases(dims, batch, steps, device):
+    """Median microseconds of each phase of a training step (and the step report's execute)."""
+    torch.manual_seed(0)
+    model = mlp(dims).to(device)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    x = torch.randn(batch, dims[0]).to(device)
+    y = torch.randint(0, dims[-1], (batch,)).to(device)
+    lazy = device != "cpu"
+    names = ["zero_grad", "forward", "backward", "opt.step", "mark_step"]
+    ph = {k: [] for k in names + ["execute"]}
+    for i in range(steps + 5):
+        t = [time.perf_counter()]
+        opt.zero_grad(set_to_none=True)
+        t.append(time.perf_counter())
+        loss = F.cross_entropy(model(x), y)
+        t.append(time.perf_counter())
+        loss.backward()
+        t.append(time.perf_counter())
+        opt.step()
+        t.append(time.perf_counter())
+        if lazy:
+            lazyx.mark_step()
+        t.append(time.perf_counter())
+        if i >= 5:  # after warm-up and compile
+            for k, a, b in zip(names, t, t[1:]):
+                ph[k].append((b - a) * 1e6)
+            ph["execute"].append(lazyx.last_step().execute_ms * 1e3 if lazy else 0.0)
+    return {k: statistics.median(v) for k, v in ph.items()}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
@@ -185,6 +219,12 @@ def main():
             tl = train_time(dims, batch, steps, lazyx.device())
             line += f" | lazyx {backend} {tl * 1e3:9.2f} ({tl / te:5.2f}x eager)"
         print(line)
+    print("\n## where a digits MLP step goes, median us per phase")
+    for name, dev in [("eager", "cpu")] + [(f"lazyx {b}", lazyx.device()) for b in BACKENDS]:
+        if name != "eager":
+            lazyx.set_backend(name.split()[1])
+        r = step_phases((64, 128, 64, 10), 64, 50 if args.quick else 300, dev)
+        print(f"{name:16s} " + " ".join(f"{k} {v:7.1f}" for k, v in r.items()))
     print(f"load average at the end: {os.getloadavg()[0]:.1f}")
 
 
