@@ -1,7 +1,7 @@
 // Kernels: creation, copies between the host and the device, fills and random numbers.
-#include "kernels.h"
-
 #include <torch/library.h>
+
+#include "kernels.h"
 
 namespace lazyx_bridge {
 

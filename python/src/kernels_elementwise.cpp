@@ -1,11 +1,11 @@
 // Kernels: elementwise arithmetic, comparisons, activations and their backward ops. A 0-dim
 // CPU tensor operand (a Python number) becomes a run-time scalar, so changing it never
 // recompiles.
-#include "kernels.h"
-
 #include <torch/library.h>
 
 #include <cmath>
+
+#include "kernels.h"
 
 namespace lazyx_bridge {
 

@@ -1,13 +1,13 @@
 // The boxed fallback (every op without a native kernel runs on CPU and is counted as
 // "aten::<op>", as PyTorch/XLA does) and the _foreach_* kernels.
-#include "kernels.h"
-
 #include <ATen/native/CPUFallback.h>
 #include <torch/library.h>
 
 #include <mutex>
 #include <string>
 #include <unordered_map>
+
+#include "kernels.h"
 
 namespace lazyx_bridge {
 

@@ -1,10 +1,11 @@
 // Kernels: gathers, scatters, masked fills, index/index_put_, embedding backward and cat.
 // Patterns without a native lowering run on CPU and are counted like the fallback.
-#include "kernels.h"
-
+#include <ATen/ATen.h>
 #include <ATen/ops/_index_put_impl_ops.h>
 #include <ATen/ops/index_ops.h>
 #include <torch/library.h>
+
+#include "kernels.h"
 
 namespace lazyx_bridge {
 

@@ -1,7 +1,7 @@
 // Kernels: matrix products.
-#include "kernels.h"
-
 #include <torch/library.h>
+
+#include "kernels.h"
 
 namespace lazyx_bridge {
 

@@ -1,10 +1,10 @@
 // Kernels: reductions, norms, softmax, losses and layer norm, with their backward ops.
-#include "kernels.h"
-
 #include <torch/library.h>
 
 #include <algorithm>
 #include <cmath>
+
+#include "kernels.h"
 
 namespace lazyx_bridge {
 

@@ -1,10 +1,10 @@
 // Kernels: views. Each is a real view over the same lazyx storage (wrap_view), so in-place
 // writes through it update the base.
-#include "kernels.h"
-
 #include <torch/library.h>
 
 #include <algorithm>
+
+#include "kernels.h"
 
 namespace lazyx_bridge {
 
