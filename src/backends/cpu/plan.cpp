@@ -178,6 +178,70 @@ std::unique_ptr<CpuProgram> plan(const LoweredGraph& g) {
     for (int32_t c : in.inputs) if (is_scatter[c] && unit_of[c] == G) return true;
     return false;
   };
+  // Whether `from` reaches `to` through some unit other than `to` itself.
+  auto reaches_indirectly = [&](int32_t from, int32_t to) {
+    std::vector<char> seen(units.size(), 0);
+    std::vector<int32_t> stack;
+    for (int32_t v : usucc[from]) {
+      if (v != to) stack.push_back(v);
+    }
+    while (!stack.empty()) {
+      int32_t u = stack.back();
+      stack.pop_back();
+      if (u == to) return true;
+      if (seen[u]) continue;
+      seen[u] = 1;
+      for (int32_t v : usucc[u]) stack.push_back(v);
+    }
+    return false;
+  };
+  // A plain loop: same-index reads only, so it can merge with another of its shape.
+  auto plain = [&](int32_t G) {
+    return G >= 0 && units[G].fused && units[G].reduce < 0 && !units[G].has_scatter &&
+           !units[G].members.empty();
+  };
+  // Node i joins group C; the groups of its other operands of the same shape merge into C too
+  // when no path between them passes through a third unit (horizontal fusion: Adam's moments and
+  // its update then run in one loop, and nothing in between is stored).
+  auto merge_operand_groups = [&](int32_t i, int32_t C) {
+    const Instr& in = g.instrs[i];
+    if (!plain(C)) return;
+    for (int32_t c : in.inputs) {
+      int32_t G2 = unit_of[c];
+      if (G2 == C || !plain(G2) || units[G2].shape != units[C].shape) continue;
+      std::set<int32_t> rest;
+      for (int32_t c2 : in.inputs) {
+        int32_t u = unit_of[c2];
+        if (u >= 0 && u != C && u != G2) rest.insert(u);
+      }
+      if (reaches_indirectly(G2, C) || reaches(G2, rest)) continue;
+      // A view reads its operand's storage, so its operand must not be computed in its loop.
+      bool view_conflict = false;
+      for (int32_t a : {C, G2}) {
+        for (int32_t m : units[a].members) {
+          const Instr& mi = g.instrs[m];
+          int32_t other = a == C ? G2 : C;
+          if (mi.op == Op::AsStrided && unit_of[mi.inputs[0]] == other) view_conflict = true;
+        }
+      }
+      if (view_conflict) continue;
+      for (int32_t m : units[G2].members) unit_of[m] = C;
+      auto& cm = units[C].members;
+      cm.insert(cm.end(), units[G2].members.begin(), units[G2].members.end());
+      std::sort(cm.begin(), cm.end());
+      units[C].has_arange = units[C].has_arange || units[G2].has_arange;
+      units[G2].members.clear();
+      units[G2].fused = false;
+      for (int32_t v : usucc[G2]) {
+        if (v != C) usucc[C].insert(v);
+      }
+      usucc[G2].clear();
+      for (auto& su : usucc) {
+        if (su.erase(G2)) su.insert(C);
+      }
+      usucc[C].erase(C);
+    }
+  };
   for (int32_t i = 0; i < n; ++i) {
     const Instr& in = g.instrs[i];
     if (is_leaf(in.op)) continue;
@@ -215,6 +279,7 @@ std::unique_ptr<CpuProgram> plan(const LoweredGraph& g) {
           break;
         }
       }
+      if (chosen >= 0) merge_operand_groups(i, chosen);
     }
     bool reduce = false;
     if (chosen < 0 && reduction_fusable(g, i)) {
@@ -268,6 +333,19 @@ std::unique_ptr<CpuProgram> plan(const LoweredGraph& g) {
       if (unit_of[c] >= 0 && unit_of[c] != chosen) usucc[unit_of[c]].insert(chosen);
     }
   }
+  {  // Drop the groups merged into others.
+    std::vector<int32_t> renum(units.size(), -1);
+    std::vector<Unit> kept;
+    for (size_t u = 0; u < units.size(); ++u) {
+      if (units[u].members.empty()) continue;
+      renum[u] = static_cast<int32_t>(kept.size());
+      kept.push_back(std::move(units[u]));
+    }
+    units = std::move(kept);
+    for (int32_t i = 0; i < n; ++i) {
+      if (unit_of[i] >= 0) unit_of[i] = renum[unit_of[i]];
+    }
+  }
   const int32_t nunits = static_cast<int32_t>(units.size());
   std::vector<int32_t> group(n, -1);
   for (int32_t i = 0; i < n; ++i) {
@@ -281,39 +359,6 @@ std::unique_ptr<CpuProgram> plan(const LoweredGraph& g) {
   for (size_t s = 0; s < g.donation.size(); ++s) {
     if (g.donation[s] >= 0) donor_of_output[g.donation[s]] = static_cast<int32_t>(s);
   }
-
-  // Topological order of units; units that write donated outputs go as late as they can.
-  std::vector<std::set<int32_t>> succ(nunits);
-  std::vector<int32_t> indeg(nunits, 0);
-  std::vector<char> writes_donated(nunits, 0);
-  for (int32_t u = 0; u < nunits; ++u) {
-    for (int32_t m : units[u].members) {
-      for (int32_t o : output_indices[m]) if (donor_of_output[o] >= 0) writes_donated[u] = 1;
-      for (int32_t c : g.instrs[m].inputs) {
-        int32_t cu = unit_of[c];
-        if (cu >= 0 && cu != u && succ[cu].insert(u).second) indeg[u]++;
-      }
-    }
-  }
-  using Key = std::pair<int32_t, int32_t>;  // (writes donated, first member)
-  std::priority_queue<Key, std::vector<Key>, std::greater<Key>> ready;
-  for (int32_t u = 0; u < nunits; ++u) {
-    if (indeg[u] == 0) ready.push({writes_donated[u], units[u].members.front()});
-  }
-  std::vector<int32_t> order, pos(nunits, -1);
-  while (!ready.empty()) {
-    int32_t u = unit_of[ready.top().second];
-    ready.pop();
-    pos[u] = static_cast<int32_t>(order.size());
-    order.push_back(u);
-    for (int32_t v : succ[u]) {
-      if (--indeg[v] == 0) ready.push({writes_donated[v], units[v].members.front()});
-    }
-  }
-  if (static_cast<int32_t>(order.size()) != nunits) {
-    ir::fail("cpu", "internal: the fusion plan has a cycle.");
-  }
-  const int32_t kEnd = nunits;  // position of the final copies
 
   // Matmul operands that sgemm reads through their view, straight from the view's operand.
   std::vector<std::vector<GemmOperand>> gemm_ops(n);
@@ -333,6 +378,81 @@ std::unique_ptr<CpuProgram> plan(const LoweredGraph& g) {
     }
     if (any) gemm_ops[i] = ops;
   }
+  // Unit order: trace order, which keeps intermediates as short-lived as in the eager program,
+  // plus edges that put every other read of a donated buffer, and every unit that can fail,
+  // before the unit that overwrites the buffer, unless that unit's result is needed first (the
+  // output then goes to a temporary: rule 6 of ALIASING.md).
+  std::vector<std::set<int32_t>> succ(nunits);
+  for (int32_t u = 0; u < nunits; ++u) {
+    for (int32_t m : units[u].members) {
+      for (int32_t c : g.instrs[m].inputs) {
+        int32_t cu = unit_of[c];
+        if (cu >= 0 && cu != u) succ[cu].insert(u);
+      }
+    }
+  }
+  auto path = [&](int32_t from, int32_t to) {
+    std::vector<char> seen(nunits, 0);
+    std::vector<int32_t> stack{from};
+    while (!stack.empty()) {
+      int32_t u = stack.back();
+      stack.pop_back();
+      if (u == to) return true;
+      if (seen[u]) continue;
+      seen[u] = 1;
+      for (int32_t v : succ[u]) stack.push_back(v);
+    }
+    return false;
+  };
+  std::map<int32_t, std::set<int32_t>> readers;  // parameter instruction -> units that read it
+  std::vector<int32_t> failing;
+  for (int32_t u = 0; u < nunits; ++u) {
+    bool fails = false;
+    for (int32_t m : units[u].members) {
+      const Instr& mi = g.instrs[m];
+      fails = fails || ir::op_info(mi.op).can_fail;
+      for (int32_t c : mi.inputs) {
+        if (g.instrs[c].op == Op::Parameter) readers[c].insert(u);
+      }
+      for (const GemmOperand& op : gemm_ops[m]) {
+        if (g.instrs[op.instr].op == Op::Parameter) readers[op.instr].insert(u);
+      }
+    }
+    if (fails) failing.push_back(u);
+  }
+  for (size_t o = 0; o < nout; ++o) {
+    int32_t x = g.outputs[o], donor = donor_of_output[o];
+    if (donor < 0 || is_leaf(g.instrs[x].op)) continue;
+    int32_t u = unit_of[x];
+    std::vector<int32_t> before(failing);
+    for (int32_t r : readers[g.param_instr[donor]]) before.push_back(r);
+    for (int32_t r : before) {
+      if (r != u && !path(u, r)) succ[r].insert(u);
+    }
+  }
+  std::vector<int32_t> indeg(nunits, 0);
+  for (int32_t u = 0; u < nunits; ++u) {
+    for (int32_t v : succ[u]) indeg[v]++;
+  }
+  std::priority_queue<int32_t, std::vector<int32_t>, std::greater<int32_t>> ready;  // first member
+  for (int32_t u = 0; u < nunits; ++u) {
+    if (indeg[u] == 0) ready.push(units[u].members.front());
+  }
+  std::vector<int32_t> order, pos(nunits, -1);
+  while (!ready.empty()) {
+    int32_t u = unit_of[ready.top()];
+    ready.pop();
+    pos[u] = static_cast<int32_t>(order.size());
+    order.push_back(u);
+    for (int32_t v : succ[u]) {
+      if (--indeg[v] == 0) ready.push(units[v].members.front());
+    }
+  }
+  if (static_cast<int32_t>(order.size()) != nunits) {
+    ir::fail("cpu", "internal: the fusion plan has a cycle.");
+  }
+  const int32_t kEnd = nunits;  // position of the final copies
+
   // Which values need storage, and where each is last read.
   std::vector<char> needs(n, 0);
   std::vector<int32_t> last_use(n, -1);
