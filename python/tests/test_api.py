@@ -90,6 +90,12 @@ def test_tensor_id_and_graphs():
     dot = lazyx.graph_dot([y])
     assert dot.startswith("digraph")
     assert lazyx.tensor_id(y) != i
+    # Views of temporaries: the dump builds their gather nodes and keeps them while it prints.
+    z = torch.ones(4, 3).to(DEV)
+    lazyx.mark_step()
+    text = lazyx.graph_text([z.sum(0, keepdim=True).view(3), (z * 2).t()])
+    assert "sum" in text and "ROOT 1" in text
+    assert "sum" in lazyx.graph_dot([z.sum(0, keepdim=True).view(3)])
 
 
 def test_metrics_api():

@@ -15,16 +15,16 @@ struct Dump {
   std::vector<const ir::Node*> order;
   std::unordered_map<const ir::Node*, int> index;
   std::vector<std::pair<int, int64_t>> roots;  // node index, tensor id
+  std::vector<ir::NodePtr> keep;  // the roots: view gathers made just for the dump die with it
 };
 
 Dump collect(const std::vector<Tensor>& tensors) {
   Dump d;
   std::vector<std::pair<const ir::Node*, size_t>> stack;
-  std::vector<ir::NodePtr> keep;  // view gathers made just for the dump
   for (const Tensor& t : tensors) {
     const TensorImpl& i = impl_of("graph_text", t);
     ir::NodePtr root = i.value("graph_text");
-    keep.push_back(root);
+    d.keep.push_back(root);
     if (!d.index.count(root.get())) {
       stack.emplace_back(root.get(), 0);
       while (!stack.empty()) {
