@@ -125,15 +125,9 @@ Tensor& fill_scalar(Tensor& self, const c10::Scalar& v) {
   if (impl->fresh()) {
     return assign(self, lazyx::full(impl->tensor().sizes(), to_lz(v), impl->tensor().dtype()), true);
   }
+  // The old buffer is not read; at mark_step the engine donates it to the new value anyway
+  // (an unread parameter), so zero_grad(set_to_none=False) allocates nothing.
   LT t = lz(self);
-  if (!t.is_pending() && !lazyx::is_donated(t)) {
-    // Workaround: a fill that does not read the old buffer leaves it out of the program, so the
-    // engine cannot donate it and the step holds old and new buffer at once (zero_grad with
-    // set_to_none=False). A masked fill with an all-true mask has the same value (NaN and inf
-    // included) but reads the buffer, which then goes to the new value.
-    t.masked_fill_(lazyx::full({}, lazyx::Scalar(true), lazyx::kBool), to_lz(v));
-    return self;
-  }
   t.fill_(to_lz(v));
   return self;
 }
