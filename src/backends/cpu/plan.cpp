@@ -548,8 +548,10 @@ std::unique_ptr<CpuProgram> plan(const LoweredGraph& g) {
           if (r == x) {
             identity = ri.inputs[0] == pi && ri.inputs[1] != pi;
           } else {
+            // A base other than the donor is copied over it before the loop reads anything.
             identity = ri.op == Op::AsStrided && ri.attrs.ints == in.attrs.ints &&
-                       ri.attrs.i0 == in.attrs.i0 && ri.shape == g.instrs[in.inputs[1]].shape;
+                       ri.attrs.i0 == in.attrs.i0 && ri.shape == g.instrs[in.inputs[1]].shape &&
+                       in.inputs[0] == pi;
           }
         } else {
           identity = ri.op == Op::AsStrided ? view_is_identity(ri, g.instrs[pi])
