@@ -63,6 +63,7 @@ struct StepReport {
   double compile_ms = 0;
   double execute_ms = 0;
   int64_t bytes_allocated = 0;  // new output buffers (donated outputs allocate nothing)
+  int64_t scratch_bytes = -1;   // the program's arena for intermediates; -1: not planned
   std::string backend;
   std::string to_string() const;
 };

@@ -36,6 +36,9 @@ struct ScalarValue {
 class Program {
  public:
   virtual ~Program() = default;
+  // Bytes of scratch memory one run takes for intermediates (the cpu backend's arena), or -1
+  // when the backend does not plan them (the reference interpreter allocates as it goes).
+  virtual int64_t scratch_bytes() const { return -1; }
 };
 
 struct ExecArgs {

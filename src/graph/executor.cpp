@@ -265,6 +265,7 @@ void sync_storages(SyncKind kind, std::vector<Storage*> targets) {
     be.execute(*prog->program, args);  // on error nothing below runs: state is unchanged
     report.execute_ms = ms_since(t0);
     report.ran_program = true;
+    report.scratch_bytes = prog->program->scratch_bytes();
     metrics::add_counter("ExecuteComputation");
     metrics::add_sample("ExecuteTime", report.execute_ms * 1e6);
     metrics::add_sample("TensorsGraphSize", static_cast<double>(w.order.size()));

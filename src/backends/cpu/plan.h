@@ -55,6 +55,7 @@ class CpuProgram : public backend::Program {
   std::vector<Copy> dup_copies;    // repeated outputs
   std::vector<char> fresh_output;  // outputs the backend allocates
   int64_t arena_bytes = 0;
+  int64_t scratch_bytes() const override { return arena_bytes; }
 };
 
 // First-fit offsets in one arena for values with known lifetimes.
