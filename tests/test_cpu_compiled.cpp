@@ -389,3 +389,65 @@ TEST(CpuCompiled, ScatterMemoryBoundWithDonation) {
   EXPECT_EQ(w.select(0, 0).item<float>(), 2.0f / 32.0f);
   EXPECT_EQ(w.select(0, 1).item<float>(), 1.0f);
 }
+
+TEST(CpuCompiled, MatmulWritesIntoItsReadersStorage) {
+  // The GEMM writes into the storage of the value its one elementwise reader stores: the step
+  // then needs no scratch block for the matmul's result.
+  Tensor x = make({33, 17}, kFloat32, 100), w = make({17, 29}, kFloat32, 101);
+  Tensor b = make({29}, kFloat32, 102);
+  mark_step();
+  check("relu(x @ w + b)", [&] { return (x.matmul(w) + b).relu(); });
+  EXPECT_EQ(last_step().scratch_bytes, 0) << "the matmul writes into the output";
+  check("log_softmax(x @ w)", [&] { return (x.matmul(w) * 2).log_softmax(1); });  // multi-pass
+  check("x @ w + x @ w2", [&] {
+    return x.matmul(w) + x.matmul(make({17, 29}, kFloat32, 103)) * 0.5;  // one may forward
+  });
+  check_all("x @ w read twice", [&] {
+    Tensor m = x.matmul(w);
+    return std::vector<Tensor>{m.exp(), m.sum({0})};
+  });
+  check("(x @ w).t() + 1", [&] { return x.matmul(w).t() + 1; });
+  check("int64 matmul + 1", [&] {
+    return make({5, 7}, kInt64, 104).matmul(make({7, 3}, kInt64, 105)) + 1;
+  });
+}
+
+TEST(CpuCompiled, MatmulAccumulatesIntoDonatedBuffer) {
+  // zero_grad(set_to_none=False) then grad += a.t() @ b: the GEMM writes the donated grad buffer
+  // directly. grad += a.t() @ b without the fill reads the donor, so the product needs scratch.
+  auto run = [](const char* be, bool zero, int64_t* scratch) {
+    set_backend(be);
+    Tensor a = make({9, 6}, kFloat32, 110), b = make({9, 5}, kFloat32, 111);
+    Tensor grad = make({6, 5}, kFloat32, 112);
+    mark_step();
+    std::vector<double> r;
+    for (int step = 0; step < 3; ++step) {
+      if (zero) grad.fill_(0);
+      grad.add_(a.t().matmul(b));
+      Tensor seen = (grad * 2).sum({0});  // read after the update, in the same step
+      mark_step();
+      StepReport rep = last_step();
+      EXPECT_EQ(rep.num_donated, 1) << be;
+      *scratch = rep.scratch_bytes;
+      for (double v : seen.to_vector<double>()) r.push_back(v);
+      a.mul_(0.5);
+      mark_step();
+    }
+    for (double v : grad.to_vector<double>()) r.push_back(v);
+    return r;
+  };
+  for (bool zero : {true, false}) {
+    int64_t scratch = 0;
+    std::vector<double> want = run("reference", zero, &scratch);
+    std::vector<double> got = run("cpu", zero, &scratch);
+    if (zero) {
+      EXPECT_EQ(scratch, 0);
+    } else {
+      EXPECT_GE(scratch, 6 * 5 * 4);
+    }
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_TRUE(close(got[i], want[i], 1e-5)) << zero << " " << i << ": " << got[i] << " vs " << want[i];
+    }
+  }
+}

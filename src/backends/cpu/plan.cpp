@@ -583,6 +583,67 @@ std::unique_ptr<CpuProgram> plan(const LoweredGraph& g) {
     }
   }
 
+  // A matmul whose only reader is an elementwise loop of its shape writes straight into the
+  // storage of a value that loop stores and computes from it (an output, the donated buffer it
+  // overwrites, or an arena block): the loop reads each element before it writes it, and the
+  // matmul needs no block of its own (a gradient accumulated onto a zeroed grad, bias + relu).
+  std::vector<int32_t> fwd(n, -1);  // matmul -> the value whose storage it writes
+  {
+    std::vector<int32_t> consumer(n, -1), nuses(n, 0);
+    std::vector<char> taken(n, 0), dep(n, 0);
+    for (int32_t r = 0; r < n; ++r) {
+      for (int32_t c : g.instrs[r].inputs) {
+        if (consumer[c] != r) nuses[c]++;
+        consumer[c] = r;
+      }
+    }
+    auto target_ok = [&](int32_t w, int32_t m, int32_t u) {
+      const Instr& wi = g.instrs[w];
+      const Instr& mi = g.instrs[m];
+      if (!needs[w] || taken[w] || is_scatter[w] || units[u].reduce == w || wi.op == Op::AsStrided ||
+          wi.shape != mi.shape || dtype_size(wi.dtype) != dtype_size(mi.dtype)) {
+        return false;
+      }
+      const auto& outs = output_indices[w];
+      if (outs.empty()) return true;
+      if (temp_needed[outs[0]]) return false;
+      if (storage_key[w] == w) return true;
+      // In place in a donated buffer, which the matmul now writes at its own position: every
+      // other read of the donor and every unit that can fail must come before it.
+      int32_t pi = storage_key[w], um = unit_of[m];
+      bool ok = last_failing < pos[um];
+      for (int32_t r : readers[pi]) ok = ok && (skipped[r] || pos[r] < pos[um]);
+      return ok;
+    };
+    for (int32_t m = 0; m < n; ++m) {
+      const Instr& mi = g.instrs[m];
+      int32_t c = consumer[m];
+      if (mi.op != Op::Matmul || nuses[m] != 1 || !output_indices[m].empty() || unit_of[m] < 0) {
+        continue;
+      }
+      int32_t u = group[c];
+      if (u < 0 || skipped[u] || group_shape(u) != mi.shape || g.instrs[c].op == Op::AsStrided ||
+          is_scatter[c]) {
+        continue;
+      }
+      int32_t red = units[u].reduce;
+      if (red >= 0 && !splittable(g.instrs[red].op)) continue;  // multi-pass: reads m again
+      // Members computed from c (members are in topological order); one of them takes m's place.
+      for (int32_t w : units[u].members) dep[w] = 0;
+      int32_t target = -1;
+      for (int32_t w : units[u].members) {
+        dep[w] = w == c;
+        for (int32_t x : g.instrs[w].inputs) dep[w] = dep[w] || (group[x] == u && dep[x]);
+        if (dep[w] && target < 0 && target_ok(w, m, u)) target = w;
+      }
+      if (target < 0) continue;
+      fwd[m] = target;
+      taken[target] = 1;  // one matmul per value: a second would overwrite the first
+      storage_key[m] = storage_key[target];
+      p->loc[m] = p->loc[target];  // outputs; arena blocks are set by the scan below
+    }
+  }
+
   // Arena offsets by a linear scan over unit positions.
   ArenaPlanner arena;
   std::vector<std::vector<int32_t>> free_at(nunits + 1);
@@ -592,7 +653,15 @@ std::unique_ptr<CpuProgram> plan(const LoweredGraph& g) {
       if (!needs[m] || skipped[u]) continue;
       const auto& outs = output_indices[m];
       if (!outs.empty() && !temp_needed[outs[0]]) continue;  // in an output buffer
+      if (fwd[m] >= 0 && p->loc[m].kind == LocKind::Output) continue;
+      if (p->loc[m].kind == LocKind::Arena) continue;  // a block its matmul already took
+      int32_t owner = fwd[m] >= 0 ? fwd[m] : m;  // the block lives as long as its owner
       int64_t off = arena.alloc(value_bytes(g.instrs[m]));
+      if (owner != m) {
+        p->loc[m] = p->loc[owner] = {LocKind::Arena, off};
+        free_at[std::max(last_use[owner], step)].push_back(owner);
+        continue;
+      }
       if (!outs.empty()) {
         p->loc[m] = {LocKind::Arena, off};
         p->temp_loc[outs[0]] = {LocKind::Arena, off};
@@ -695,7 +764,9 @@ std::unique_ptr<CpuProgram> plan(const LoweredGraph& g) {
         out.back() = ')';
       } else {
         out += std::string(s.kind == StepKind::Matmul ? " gemm" : " ref") + "(" +
-               ir::op_name(g.instrs[s.instr].op) + (s.gemm.empty() ? "" : " views") + ")";
+               ir::op_name(g.instrs[s.instr].op) + (s.gemm.empty() ? "" : " views") +
+               (fwd[s.instr] < 0 ? "" : std::string(" ->") + ir::op_name(g.instrs[fwd[s.instr]].op)) +
+               ")";
       }
     }
     out += " arena " + std::to_string(p->arena_bytes) + " B";
