@@ -37,8 +37,7 @@ std::string StepReport::to_string() const {
   os << "  donated " << num_donated << " of " << num_parameters << " parameters ("
      << donated_bytes << " bytes); allocated " << bytes_allocated << " bytes; "
      << (scratch_bytes >= 0 ? "scratch " + std::to_string(scratch_bytes) + " bytes; " : "")
-     << "compile "
-     << compile_ms << " ms, execute " << execute_ms << " ms\n";
+     << "compile " << compile_ms << " ms, execute " << execute_ms << " ms\n";
   for (size_t i = 0; i < params.size(); ++i) {
     const ParamReport& p = params[i];
     os << "  param " << i << ": buffer " << p.buffer_id << " " << dtype_name(p.dtype)

@@ -600,8 +600,9 @@ std::unique_ptr<CpuProgram> plan(const LoweredGraph& g) {
     auto target_ok = [&](int32_t w, int32_t m, int32_t u) {
       const Instr& wi = g.instrs[w];
       const Instr& mi = g.instrs[m];
-      if (!needs[w] || taken[w] || is_scatter[w] || units[u].reduce == w || wi.op == Op::AsStrided ||
-          wi.shape != mi.shape || dtype_size(wi.dtype) != dtype_size(mi.dtype)) {
+      if (!needs[w] || taken[w] || is_scatter[w] || units[u].reduce == w ||
+          wi.op == Op::AsStrided || wi.shape != mi.shape ||
+          dtype_size(wi.dtype) != dtype_size(mi.dtype)) {
         return false;
       }
       const auto& outs = output_indices[w];
@@ -763,10 +764,10 @@ std::unique_ptr<CpuProgram> plan(const LoweredGraph& g) {
         for (int32_t m : p->specs[s.spec].members) out += std::string(ir::op_name(g.instrs[m].op)) + " ";
         out.back() = ')';
       } else {
+        std::string into = fwd[s.instr] < 0 ? "" : ir::op_name(g.instrs[fwd[s.instr]].op);
         out += std::string(s.kind == StepKind::Matmul ? " gemm" : " ref") + "(" +
                ir::op_name(g.instrs[s.instr].op) + (s.gemm.empty() ? "" : " views") +
-               (fwd[s.instr] < 0 ? "" : std::string(" ->") + ir::op_name(g.instrs[fwd[s.instr]].op)) +
-               ")";
+               (into.empty() ? "" : " ->" + into) + ")";
       }
     }
     out += " arena " + std::to_string(p->arena_bytes) + " B";
