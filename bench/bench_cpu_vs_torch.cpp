@@ -130,8 +130,8 @@ int main(int argc, char** argv) {
     lx::mark_step();
     std::vector<double> lazy_ms;
     lx::Tensor loss;
-    for (int s = 0; s < steps + 3; ++s) {
-      auto t0 = Clock::now();
+    // The step's temporaries die before mark_step, so they are not outputs of the program.
+    auto lazy_step = [&] {
       lx::Tensor h1 = (x.matmul(w1) + b1).relu();
       lx::Tensor h2 = (h1.matmul(w2) + b2).relu();
       lx::Tensor logits = h2.matmul(w3) + b3;
@@ -142,9 +142,16 @@ int main(int argc, char** argv) {
       lx::Tensor dw2 = h1.t().matmul(dz2), db2 = dz2.sum({0});
       lx::Tensor dz1 = dz2.matmul(w2.t()) * h1.gt(0).to(lx::kFloat32);
       lx::Tensor dw1 = x.t().matmul(dz1), db1 = dz1.sum({0});
-      w1.sub_(dw1, lr); b1.sub_(db1, lr);
-      w2.sub_(dw2, lr); b2.sub_(db2, lr);
-      w3.sub_(dw3, lr); b3.sub_(db3, lr);
+      w1.sub_(dw1, lr);
+      b1.sub_(db1, lr);
+      w2.sub_(dw2, lr);
+      b2.sub_(db2, lr);
+      w3.sub_(dw3, lr);
+      b3.sub_(db3, lr);
+    };
+    for (int s = 0; s < steps + 3; ++s) {
+      auto t0 = Clock::now();
+      lazy_step();
       lx::mark_step();
       if (s >= 3) lazy_ms.push_back(ms_since(t0));
     }
@@ -182,6 +189,28 @@ int main(int argc, char** argv) {
     std::printf("mlp_torch_eager_step %.3f ms\n", t);
     std::printf("mlp_speedup_lazyx_over_torch %.2f x\n", t / l);
     std::printf("mlp_loss_after_%d_steps lazyx %.6f torch %.6f\n", steps + 3, lazy_loss, tloss.item<double>());
+    // The SGD updates as GEMM epilogues (beta = 1, alpha = -lr) against separate update loops
+    // (LAZYX_CPU_NO_GEMM_EPILOGUE), alternating rounds of 10 steps in this process.
+    std::vector<double> on_ms, off_ms;
+    for (int round = 0; round < 6; ++round) {
+      const bool off = round % 2 == 1;
+      if (off) {
+        setenv("LAZYX_CPU_NO_GEMM_EPILOGUE", "1", 1);
+      } else {
+        unsetenv("LAZYX_CPU_NO_GEMM_EPILOGUE");
+      }
+      lx::clear_program_cache();
+      for (int s = 0; s < 12; ++s) {
+        auto t0 = Clock::now();
+        lazy_step();
+        lx::mark_step();
+        if (s >= 2) (off ? off_ms : on_ms).push_back(ms_since(t0));
+      }
+    }
+    unsetenv("LAZYX_CPU_NO_GEMM_EPILOGUE");
+    double on = median(on_ms), offm = median(off_ms);
+    std::printf("mlp_lazyx_step_gemm_epilogue %.3f ms separate_update_loops %.3f ms ratio %.2f\n",
+                on, offm, offm / on);
   }
   // (c) Reductions, normalizations and a transposed read on 4096 x 4096 float32.
   {

@@ -1004,6 +1004,41 @@ void Runner::step(const Ins& in, size_t index) {
     }
     case K::Matmul: {
       std::string cpp = "matmul(" + T(a) + ", " + T(b) + ")";
+      // op 1-3: the product updates d in place (add_, sub_ with alpha, copy_ of product - d): the
+      // accumulating-GEMM epilogues of the cpu backend.
+      if (in.op != 0 && has(d) && O(a).rank() == 2 && O(b).rank() == 2 &&
+          O(d).sizes == Shape{O(a).sizes[0], O(b).sizes[1]} && O(d).st->dtype == kFloat32 &&
+          O(a).st->dtype == kFloat32) {
+        const int op = in.op;
+        const double alpha = in.s0;
+        std::string icpp = op == 1   ? T(d) + ".add_(" + cpp + ")"
+                           : op == 2 ? T(d) + ".sub_(" + cpp + ", " + lit(alpha) + ")"
+                                     : T(d) + ".copy_(" + cpp + ".sub(" + T(d) + "))";
+        Dense v;
+        Expr e;
+        if (!any_donated({a, b, d})) {
+          Dense prod = matmul(oracle.read(O(a)), oracle.read(O(b))), old = oracle.read(O(d));
+          v = op == 1   ? oracle_binary(0, old, prod, 0, false)
+              : op == 2 ? oracle_binary(4, old, prod, alpha, false)
+                        : oracle_binary(1, prod, old, 0, false);
+          if (!v.bounded(kBound)) return skip();
+          e = oracle.fresh_expr(Oracle::deps_union(
+              {oracle.value_expr(O(a)), oracle.value_expr(O(b)), oracle.value_expr(O(d))}));
+        }
+        inplace(d, v, e,
+                [&](Tensor& t) {
+                  Tensor prod = matmul(ls[a], ls[b]);
+                  if (op == 1) {
+                    t.add_(prod);
+                  } else if (op == 2) {
+                    t.sub_(prod, alpha);
+                  } else {
+                    t.copy_(prod.sub(t));
+                  }
+                },
+                icpp, {a, b, d});
+        break;
+      }
       if (any_donated({a, b})) {
         expect_error(cpp, [&] { (void)matmul(ls[a], ls[b]); }, "donated");
         break;
@@ -1543,6 +1578,9 @@ Program generate(uint64_t seed, int min_len, int max_len) {
       case K::BinS:
       case K::BinSI: in.op = static_cast<int>(r.below(kNumBinS)); break;
       case K::Reduce: in.op = static_cast<int>(r.below(5)); break;
+      case K::Matmul:
+        in.op = r.chance(0.5) ? 0 : 1 + static_cast<int>(r.below(3));
+        break;
       case K::Const: in = make_const(r, in.d, kShapes[r.below(kNumShapes)]); break;
       case K::Full:
       case K::Arange: in.shape = kShapes[r.below(kNumShapes)]; break;
@@ -1583,6 +1621,17 @@ Program generate(uint64_t seed, int min_len, int max_len) {
       }
     }
     if (!dry.valid(in)) continue;
+    // An accumulating matmul updates d in place: give d the product's shape when it has another.
+    if (in.k == K::Matmul && in.op != 0 && dry.O(in.a).rank() == 2 && dry.O(in.b).rank() == 2 &&
+        dry.O(in.a).st->dtype == kFloat32) {
+      Shape sh{dry.O(in.a).sizes[0], dry.O(in.b).sizes[1]};
+      if (!dry.has(in.d) || dry.O(in.d).sizes != sh || dry.O(in.d).st->dtype != kFloat32) {
+        int ds = in.d;
+        for (int k = 0; k < kSlots && (ds == in.a || ds == in.b); ++k) ds = (ds + 1) % kSlots;
+        push(make_const(r, ds, sh));
+        in.d = ds;
+      }
+    }
     push(in);
     // Loop-like programs: repeat the block since the last step a few times.
     if (in.k == K::MarkStep) {

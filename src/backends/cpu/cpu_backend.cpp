@@ -100,14 +100,20 @@ class CpuBackend : public backend::Backend {
       for (const Val& v : vals) ops.push_back(&v);
       Val out{ptr[s.instr], in.dtype, in.shape};
       if (s.kind == StepKind::Matmul) {
+        float alpha = s.alpha;
+        if (s.alpha_scalar >= 0) {
+          const auto& sv = args.scalars[g.instrs[s.alpha_scalar].slot];
+          alpha *= static_cast<float>(
+              is_floating(g.instrs[s.alpha_scalar].dtype) ? sv.f : static_cast<double>(sv.i));
+        }
         if (!s.gemm.empty()) {
           gemm_matmul_views(in.shape[0], in.shape[1], g.instrs[in.inputs[0]].shape[1],
                             reinterpret_cast<const float*>(ptr[s.gemm[0].instr]), s.gemm[0],
                             reinterpret_cast<const float*>(ptr[s.gemm[1].instr]), s.gemm[1],
-                            reinterpret_cast<float*>(ptr[s.instr]));
+                            reinterpret_cast<float*>(ptr[s.instr]), alpha, s.beta);
           continue;
         }
-        gemm_matmul(in, *ops[0], *ops[1], out);
+        gemm_matmul(in, *ops[0], *ops[1], out, alpha, s.beta);
         continue;
       }
       run_ref(in, ops, out);

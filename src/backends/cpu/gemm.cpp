@@ -16,9 +16,23 @@
 
 namespace lazyx::cpu {
 
+namespace {
+// k == 0: the product is zero, so out = beta * out.
+void scale_out(float* out, int64_t count, float beta) {
+  if (beta == 0) {
+    std::memset(out, 0, static_cast<size_t>(count) * sizeof(float));
+  } else if (beta != 1) {
+    for (int64_t i = 0; i < count; ++i) out[i] *= beta;
+  }
+}
+}  // namespace
+
 void gemm_matmul(const backend::Instr& in, const reference::Val& a, const reference::Val& b,
-                 const reference::Val& out) {
+                 const reference::Val& out, float alpha, float beta) {
   if (in.dtype != kFloat32 || a.dtype != kFloat32 || b.dtype != kFloat32) {
+    if (alpha != 1 || beta != 0) {
+      ir::fail("matmul", "internal: an accumulating GEMM needs float32.");
+    }
     reference::run_matmul(in, a, b, out);
     return;
   }
@@ -44,7 +58,7 @@ void gemm_matmul(const backend::Instr& in, const reference::Val& a, const refere
   const float* B = reinterpret_cast<const float*>(b.data);
   float* Cm = reinterpret_cast<float*>(out.data);
   if (k == 0) {
-    std::memset(Cm, 0, static_cast<size_t>(nb * n * m) * sizeof(float));
+    scale_out(Cm, nb * n * m, beta);
     return;
   }
   omp_set_num_threads(ThreadPool::get().size());
@@ -55,8 +69,8 @@ void gemm_matmul(const backend::Instr& in, const reference::Val& a, const refere
       oa += idx[d] * sa[d];
       ob += idx[d] * sb[d];
     }
-    dnnl_status_t st = dnnl_sgemm('N', 'N', n, m, k, 1.0f, A + oa * n * k, k, B + ob * k * m, m,
-                                  0.0f, Cm + bi * n * m, m);
+    dnnl_status_t st = dnnl_sgemm('N', 'N', n, m, k, alpha, A + oa * n * k, k, B + ob * k * m,
+                                  m, beta, Cm + bi * n * m, m);
     if (st != dnnl_success) {
       ir::fail("matmul", "oneDNN sgemm failed with status " + std::to_string(static_cast<int>(st)) + ".");
     }
@@ -68,16 +82,16 @@ void gemm_matmul(const backend::Instr& in, const reference::Val& a, const refere
 }
 
 void gemm_matmul_views(int64_t n, int64_t m, int64_t k, const float* a, const GemmOperand& ao,
-                       const float* b, const GemmOperand& bo, float* out) {
+                       const float* b, const GemmOperand& bo, float* out, float alpha, float beta) {
   if (n == 0 || m == 0) return;
   if (k == 0) {
-    std::memset(out, 0, static_cast<size_t>(n * m) * sizeof(float));
+    scale_out(out, n * m, beta);
     return;
   }
   const int64_t lda = ao.ld < 0 ? k : ao.ld, ldb = bo.ld < 0 ? m : bo.ld;
   omp_set_num_threads(ThreadPool::get().size());
-  dnnl_status_t st = dnnl_sgemm(ao.trans, bo.trans, n, m, k, 1.0f, a + ao.offset, lda, b + bo.offset,
-                                ldb, 0.0f, out, m);
+  dnnl_status_t st = dnnl_sgemm(ao.trans, bo.trans, n, m, k, alpha, a + ao.offset, lda,
+                                b + bo.offset, ldb, beta, out, m);
   if (st != dnnl_success) {
     ir::fail("matmul", "oneDNN sgemm failed with status " + std::to_string(static_cast<int>(st)) + ".");
   }

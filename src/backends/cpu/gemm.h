@@ -15,10 +15,12 @@ struct GemmOperand {
   char trans = 'N';
 };
 
+// out = alpha * (a @ b) + beta * out; alpha and beta other than (1, 0) need float32.
 void gemm_matmul(const backend::Instr& in, const reference::Val& a, const reference::Val& b,
-                 const reference::Val& out);
-// out (n x m) = a (n x k) * b (k x m) in float32, each operand read as described.
+                 const reference::Val& out, float alpha = 1, float beta = 0);
+// out (n x m) = alpha * a (n x k) * b (k x m) + beta * out in float32, operands read as described.
 void gemm_matmul_views(int64_t n, int64_t m, int64_t k, const float* a, const GemmOperand& ao,
-                       const float* b, const GemmOperand& bo, float* out);
+                       const float* b, const GemmOperand& bo, float* out, float alpha = 1,
+                       float beta = 0);
 
 }  // namespace lazyx::cpu

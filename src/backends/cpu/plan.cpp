@@ -131,6 +131,52 @@ bool identity_access(const Shape& s, const Shape& out) {
   return true;
 }
 
+// An accumulating epilogue of matmul m (see plan()): c = beta * y + alpha * scale * m, alpha and
+// beta +-1, scale a Scalar (a mul by it, or add/sub's alpha) or 1, y a parameter of m's shape.
+struct Accum {
+  int32_t m = -1, t = -1, c = -1, y = -1;
+  int32_t scale = -1;  // the Scalar multiplying the product, or -1
+  float alpha = 1, beta = 1;
+};
+
+bool accum_candidate(const LoweredGraph& g, int32_t m, const std::vector<int32_t>& consumer,
+                     const std::vector<int32_t>& nuses, const std::vector<int32_t>& group,
+                     const std::vector<std::vector<int32_t>>& outputs, Accum& a) {
+  const Instr& mi = g.instrs[m];
+  if (mi.op != Op::Matmul || mi.dtype != kFloat32 || nuses[m] != 1 || !outputs[m].empty()) {
+    return false;
+  }
+  for (int32_t x : mi.inputs) {
+    if (g.instrs[x].dtype != kFloat32) return false;
+  }
+  auto same = [&](int32_t x) {
+    return g.instrs[x].shape == mi.shape && g.instrs[x].dtype == kFloat32;
+  };
+  int32_t t = m, c = consumer[m], scale = -1;
+  if (c >= 0 && group[c] >= 0 && g.instrs[c].op == Op::Mul && same(c) && nuses[c] == 1 &&
+      outputs[c].empty()) {
+    const auto& ins = g.instrs[c].inputs;
+    int32_t other = ins[0] == m ? ins[1] : ins[0];
+    if (ins[0] != ins[1] && g.instrs[other].op == Op::Scalar) {
+      scale = other;
+      t = c;
+      c = consumer[c];
+    }
+  }
+  if (c < 0 || group[c] < 0 || (t != m && group[t] != group[c]) || !same(c)) return false;
+  const Instr& ci = g.instrs[c];
+  if ((ci.op != Op::Add && ci.op != Op::Sub) || ci.inputs[0] == ci.inputs[1]) return false;
+  int32_t y = ci.inputs[0] == t ? ci.inputs[1] : ci.inputs[0];
+  if (g.instrs[y].op != Op::Parameter || !same(y)) return false;
+  if (ci.inputs.size() == 3) {  // add/sub's alpha scales operand 1: it must be the product
+    if (ci.inputs[1] != t || scale >= 0 || g.instrs[ci.inputs[2]].op != Op::Scalar) return false;
+    scale = ci.inputs[2];
+  }
+  a = {m, t, c, y, scale, 1, 1};
+  if (ci.op == Op::Sub) (ci.inputs[1] == t ? a.alpha : a.beta) = -1;
+  return true;
+}
+
 }  // namespace
 
 std::unique_ptr<CpuProgram> plan(const LoweredGraph& g) {
@@ -430,6 +476,44 @@ std::unique_ptr<CpuProgram> plan(const LoweredGraph& g) {
       if (r != u && !path(u, r)) succ[r].insert(u);
     }
   }
+  // Accumulating epilogues: a float32 matmul whose one reader is c = y + t, y - t or t - y in a
+  // loop, t the product or the product times a Scalar, and c overwrites the donated buffer of
+  // the parameter y in place. The GEMM then computes c itself with the library's alpha and beta
+  // (a gradient added to a kept grad, an SGD step on a weight): no block for the product and no
+  // second pass over it. Every other read of y is put before the GEMM where the order allows.
+  std::vector<int32_t> consumer(n, -1), nuses(n, 0);
+  for (int32_t r = 0; r < n; ++r) {
+    for (int32_t c : g.instrs[r].inputs) {
+      if (consumer[c] != r) nuses[c]++;
+      consumer[c] = r;
+    }
+  }
+  std::vector<Accum> accums;
+  const bool epilogues = std::getenv("LAZYX_CPU_NO_GEMM_EPILOGUE") == nullptr;
+  for (int32_t m = 0; m < n && epilogues; ++m) {
+    Accum a;
+    if (unit_of[m] >= 0 && accum_candidate(g, m, consumer, nuses, group, output_indices, a)) {
+      const auto& outs = output_indices[a.c];
+      if (outs.empty() || donor_of_output[outs[0]] < 0 ||
+          g.param_instr[donor_of_output[outs[0]]] != a.y) {
+        continue;
+      }
+      bool alone = true;  // the loop reads y only through c, and the matmul does not read it
+      for (int32_t w : units[group[a.c]].members) {
+        for (int32_t x : g.instrs[w].inputs) alone = alone && (w == a.c || x != a.y);
+      }
+      for (int32_t x : g.instrs[m].inputs) alone = alone && x != a.y;
+      for (const GemmOperand& op : gemm_ops[m]) alone = alone && op.instr != a.y;
+      if (!alone) continue;
+      accums.push_back(a);
+      int32_t um = unit_of[m], uc = group[a.c];
+      std::vector<int32_t> before(failing);
+      for (int32_t r : readers[a.y]) before.push_back(r);
+      for (int32_t r : before) {
+        if (r != uc && r != um && !path(um, r)) succ[r].insert(um);
+      }
+    }
+  }
   std::vector<int32_t> indeg(nunits, 0);
   for (int32_t u = 0; u < nunits; ++u) {
     for (int32_t v : succ[u]) indeg[v]++;
@@ -588,15 +672,24 @@ std::unique_ptr<CpuProgram> plan(const LoweredGraph& g) {
   // overwrites, or an arena block): the loop reads each element before it writes it, and the
   // matmul needs no block of its own (a gradient accumulated onto a zeroed grad, bias + relu).
   std::vector<int32_t> fwd(n, -1);  // matmul -> the value whose storage it writes
+  std::vector<char> taken(n, 0);    // values a matmul writes
+  std::vector<char> absorbed(n, 0);  // loop members an accumulating GEMM computes
+  std::vector<const Accum*> accum_of(n, nullptr);
+  for (const Accum& a : accums) {
+    // Rule 6 at the GEMM's position: it overwrites y there, not in c's loop.
+    int32_t um = unit_of[a.m], uc = group[a.c];
+    bool ok = storage_key[a.c] == a.y && last_failing < pos[um] && !skipped[uc];
+    for (int32_t r : readers[a.y]) ok = ok && (r == uc || skipped[r] || pos[r] < pos[um]);
+    if (!ok) continue;
+    fwd[a.m] = a.c;
+    taken[a.c] = absorbed[a.c] = 1;
+    if (a.t != a.m) absorbed[a.t] = 1;
+    accum_of[a.m] = &a;
+    storage_key[a.m] = storage_key[a.c];
+    p->loc[a.m] = p->loc[a.c];
+  }
   {
-    std::vector<int32_t> consumer(n, -1), nuses(n, 0);
-    std::vector<char> taken(n, 0), dep(n, 0);
-    for (int32_t r = 0; r < n; ++r) {
-      for (int32_t c : g.instrs[r].inputs) {
-        if (consumer[c] != r) nuses[c]++;
-        consumer[c] = r;
-      }
-    }
+    std::vector<char> dep(n, 0);
     auto target_ok = [&](int32_t w, int32_t m, int32_t u) {
       const Instr& wi = g.instrs[w];
       const Instr& mi = g.instrs[m];
@@ -619,7 +712,8 @@ std::unique_ptr<CpuProgram> plan(const LoweredGraph& g) {
     for (int32_t m = 0; m < n; ++m) {
       const Instr& mi = g.instrs[m];
       int32_t c = consumer[m];
-      if (mi.op != Op::Matmul || nuses[m] != 1 || !output_indices[m].empty() || unit_of[m] < 0) {
+      if (mi.op != Op::Matmul || nuses[m] != 1 || !output_indices[m].empty() || unit_of[m] < 0 ||
+          fwd[m] >= 0) {
         continue;
       }
       int32_t u = group[c];
@@ -686,12 +780,16 @@ std::unique_ptr<CpuProgram> plan(const LoweredGraph& g) {
       s.kind = g.instrs[s.instr].op == Op::Matmul ? StepKind::Matmul : StepKind::Ref;
       s.numel = ir::shape_numel(g.instrs[s.instr].shape);
       s.gemm = gemm_ops[s.instr];
+      if (const Accum* a = accum_of[s.instr]) {
+        s.alpha = a->alpha;
+        s.beta = a->beta;
+        s.alpha_scalar = a->scale;
+      }
       p->steps.push_back(std::move(s));
       continue;
     }
     FusedSpec spec;
     spec.shape = group_shape(u);
-    spec.members = U.members;
     std::map<int32_t, int32_t> arg_of_key;
     auto arg_for = [&](int32_t instr) {
       int32_t key = storage_key[instr];
@@ -701,6 +799,7 @@ std::unique_ptr<CpuProgram> plan(const LoweredGraph& g) {
     };
     std::set<int32_t> seen;
     for (int32_t m : U.members) {
+      if (absorbed[m]) continue;  // computed by its GEMM; read below as an input
       if (g.instrs[m].op == Op::AsStrided) {
         // A strided read of the operand's storage (or of a scalar) in place of the view.
         int32_t x = g.instrs[m].inputs[0];
@@ -720,7 +819,7 @@ std::unique_ptr<CpuProgram> plan(const LoweredGraph& g) {
       // A scatter's loop reads only its operand 1; its base is copied before the loop.
       for (size_t ci = is_scatter[m] ? 1 : 0; ci < ins.size(); ++ci) {
         int32_t c = ins[ci];
-        if (group[c] == u || !seen.insert(c).second) continue;
+        if ((group[c] == u && !absorbed[c]) || !seen.insert(c).second) continue;
         FusedSpec::Input inp;
         inp.instr = c;
         if (g.instrs[c].op != Op::Scalar) {
@@ -731,7 +830,10 @@ std::unique_ptr<CpuProgram> plan(const LoweredGraph& g) {
       }
     }
     for (int32_t m : U.members) {
-      if (!needs[m]) continue;
+      if (!absorbed[m]) spec.members.push_back(m);
+    }
+    for (int32_t m : U.members) {
+      if (!needs[m] || absorbed[m]) continue;
       FusedSpec::Output out;
       out.instr = m;
       out.arg = arg_for(m);
@@ -742,6 +844,7 @@ std::unique_ptr<CpuProgram> plan(const LoweredGraph& g) {
       }
       spec.outputs.push_back(out);
     }
+    if (spec.outputs.empty()) continue;  // every value it stores came from accumulating GEMMs
     spec.num_args = static_cast<int32_t>(s.arg_instr.size());
     s.kind = StepKind::Fused;
     s.spec = static_cast<int32_t>(p->specs.size());
@@ -767,7 +870,7 @@ std::unique_ptr<CpuProgram> plan(const LoweredGraph& g) {
         std::string into = fwd[s.instr] < 0 ? "" : ir::op_name(g.instrs[fwd[s.instr]].op);
         out += std::string(s.kind == StepKind::Matmul ? " gemm" : " ref") + "(" +
                ir::op_name(g.instrs[s.instr].op) + (s.gemm.empty() ? "" : " views") +
-               (into.empty() ? "" : " ->" + into) + ")";
+               (into.empty() ? "" : (s.beta != 0 ? " +=" : " ->") + into) + ")";
       }
     }
     out += " arena " + std::to_string(p->arena_bytes) + " B";

@@ -26,6 +26,10 @@ struct Step {
   int32_t reduce = -1;            // Fused reduction: its instruction
   bool split = false;             // the reduction's partial results combine (splittable)
   std::vector<GemmOperand> gemm;  // Matmul: operands read as strided views, or empty
+  // Matmul: out = alpha * (a @ b) + beta * out, alpha times the Scalar alpha_scalar when >= 0
+  // (an accumulating epilogue through the library's beta; beta == 0: a plain product).
+  float alpha = 1, beta = 0;
+  int32_t alpha_scalar = -1;
   // Fused: (scatter instruction, its base) copied before the loop when their storage differs.
   std::vector<std::pair<int32_t, int32_t>> pre_copies;
 };
