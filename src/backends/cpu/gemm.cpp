@@ -1,9 +1,10 @@
 // oneDNN was measured against OpenBLAS at our shapes (BENCHMARKS.md, "CPU backend"): with the
 // OPENBLAS_CORETYPE=Haswell setting of these machines OpenBLAS reaches about half of oneDNN's
 // single-thread rate, and without it the two are on par. oneDNN threads with OpenMP; we give
-// it the pool's thread count.
+// it the pool's thread count. oneDNN has no float64 GEMM, so float64 goes to OpenBLAS's dgemm.
 #include "backends/cpu/gemm.h"
 
+#include <cblas.h>
 #include <dnnl.h>
 #include <omp.h>
 
@@ -29,10 +30,12 @@ void scale_out(float* out, int64_t count, float beta) {
 
 void gemm_matmul(const backend::Instr& in, const reference::Val& a, const reference::Val& b,
                  const reference::Val& out, float alpha, float beta) {
-  if (in.dtype != kFloat32 || a.dtype != kFloat32 || b.dtype != kFloat32) {
-    if (alpha != 1 || beta != 0) {
-      ir::fail("matmul", "internal: an accumulating GEMM needs float32.");
-    }
+  const bool f64 = in.dtype == kFloat64 && a.dtype == kFloat64 && b.dtype == kFloat64;
+  const bool f32 = in.dtype == kFloat32 && a.dtype == kFloat32 && b.dtype == kFloat32;
+  if ((alpha != 1 || beta != 0) && !f32) {
+    ir::fail("matmul", "internal: an accumulating GEMM needs float32.");
+  }
+  if (!f32 && !f64) {  // integer and 16-bit floating matmuls: the reference kernel
     reference::run_matmul(in, a, b, out);
     return;
   }
@@ -58,10 +61,18 @@ void gemm_matmul(const backend::Instr& in, const reference::Val& a, const refere
   const float* B = reinterpret_cast<const float*>(b.data);
   float* Cm = reinterpret_cast<float*>(out.data);
   if (k == 0) {
-    scale_out(Cm, nb * n * m, beta);
+    if (f64) {
+      std::memset(out.data, 0, static_cast<size_t>(nb * n * m) * sizeof(double));
+    } else {
+      scale_out(Cm, nb * n * m, beta);
+    }
     return;
   }
-  omp_set_num_threads(ThreadPool::get().size());
+  if (f64) {
+    openblas_set_num_threads(static_cast<int>(ThreadPool::get().size()));
+  } else {
+    omp_set_num_threads(ThreadPool::get().size());
+  }
   std::vector<int64_t> idx(batch.size(), 0);
   for (int64_t bi = 0; bi < nb; ++bi) {
     int64_t oa = 0, ob = 0;
@@ -69,8 +80,18 @@ void gemm_matmul(const backend::Instr& in, const reference::Val& a, const refere
       oa += idx[d] * sa[d];
       ob += idx[d] * sb[d];
     }
-    dnnl_status_t st = dnnl_sgemm('N', 'N', n, m, k, alpha, A + oa * n * k, k, B + ob * k * m,
-                                  m, beta, Cm + bi * n * m, m);
+    dnnl_status_t st = dnnl_success;
+    if (f64) {
+      const double* A64 = reinterpret_cast<const double*>(a.data);
+      const double* B64 = reinterpret_cast<const double*>(b.data);
+      cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<blasint>(n),
+                  static_cast<blasint>(m), static_cast<blasint>(k), 1.0, A64 + oa * n * k,
+                  static_cast<blasint>(k), B64 + ob * k * m, static_cast<blasint>(m), 0.0,
+                  reinterpret_cast<double*>(out.data) + bi * n * m, static_cast<blasint>(m));
+    } else {
+      st = dnnl_sgemm('N', 'N', n, m, k, alpha, A + oa * n * k, k, B + ob * k * m, m, beta,
+                      Cm + bi * n * m, m);
+    }
     if (st != dnnl_success) {
       ir::fail("matmul", "oneDNN sgemm failed with status " + std::to_string(static_cast<int>(st)) + ".");
     }

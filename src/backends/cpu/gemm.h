@@ -1,5 +1,5 @@
-// Matmul for the cpu backend: float32 through oneDNN's sgemm, other dtypes through the
-// reference kernel.
+// Matmul for the cpu backend: float32 through oneDNN's sgemm, float64 through OpenBLAS's
+// dgemm, other dtypes through the reference kernel.
 #pragma once
 
 #include "backends/reference/kernels.h"
