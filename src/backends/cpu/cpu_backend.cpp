@@ -42,7 +42,8 @@ class CpuBackend : public backend::Backend {
     runtime::BufferPtr arena;
     if (p.arena_bytes > 0) arena = allocate(static_cast<size_t>(p.arena_bytes));
     for (size_t o = 0; o < outputs.size(); ++o) {
-      if (p.fresh_output[o]) outputs[o] = allocate(static_cast<size_t>(value_bytes(g.instrs[g.outputs[o]])));
+      if (p.fresh_output[o])
+        outputs[o] = allocate(static_cast<size_t>(value_bytes(g.instrs[g.outputs[o]])));
     }
     std::vector<int64_t> scalar_store(n, 0);
     std::vector<char*> ptr(n, nullptr);

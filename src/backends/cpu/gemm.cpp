@@ -93,7 +93,8 @@ void gemm_matmul(const backend::Instr& in, const reference::Val& a, const refere
                       Cm + bi * n * m, m);
     }
     if (st != dnnl_success) {
-      ir::fail("matmul", "oneDNN sgemm failed with status " + std::to_string(static_cast<int>(st)) + ".");
+      ir::fail("matmul",
+               "oneDNN sgemm failed with status " + std::to_string(static_cast<int>(st)) + ".");
     }
     for (size_t d = idx.size(); d-- > 0;) {
       if (++idx[d] < batch[d]) break;
@@ -114,7 +115,8 @@ void gemm_matmul_views(int64_t n, int64_t m, int64_t k, const float* a, const Ge
   dnnl_status_t st = dnnl_sgemm(ao.trans, bo.trans, n, m, k, alpha, a + ao.offset, lda,
                                 b + bo.offset, ldb, beta, out, m);
   if (st != dnnl_success) {
-    ir::fail("matmul", "oneDNN sgemm failed with status " + std::to_string(static_cast<int>(st)) + ".");
+    ir::fail("matmul",
+             "oneDNN sgemm failed with status " + std::to_string(static_cast<int>(st)) + ".");
   }
 }
 

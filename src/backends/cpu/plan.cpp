@@ -314,7 +314,8 @@ std::unique_ptr<CpuProgram> plan(const LoweredGraph& g) {
     if (chosen < 0 && fusable(g, i) && in.op != Op::AsStrided) {
       for (int32_t c : in.inputs) {
         int32_t G = unit_of[c];
-        if (G < 0 || !units[G].fused || units[G].shape != in.shape || units[G].reduce >= 0) continue;
+        if (G < 0 || !units[G].fused || units[G].shape != in.shape || units[G].reduce >= 0)
+          continue;
         if (reads_scatter_of(in, G)) continue;
         std::set<int32_t> others;
         for (int32_t c2 : in.inputs) {
@@ -412,7 +413,9 @@ std::unique_ptr<CpuProgram> plan(const LoweredGraph& g) {
   for (int32_t i = 0; i < n && gemm_views; ++i) {
     const Instr& in = g.instrs[i];
     if (in.op != Op::Matmul || in.dtype != kFloat32 || in.shape.size() != 2) continue;
-    if (g.instrs[in.inputs[0]].shape.size() != 2 || g.instrs[in.inputs[1]].shape.size() != 2) continue;
+    if (g.instrs[in.inputs[0]].shape.size() != 2 || g.instrs[in.inputs[1]].shape.size() != 2) {
+      continue;
+    }
     std::vector<GemmOperand> ops(2);
     bool any = false;
     for (int k = 0; k < 2; ++k) {
@@ -864,7 +867,9 @@ std::unique_ptr<CpuProgram> plan(const LoweredGraph& g) {
     for (const Step& s : p->steps) {
       if (s.kind == StepKind::Fused) {
         out += " loop(";
-        for (int32_t m : p->specs[s.spec].members) out += std::string(ir::op_name(g.instrs[m].op)) + " ";
+        for (int32_t m : p->specs[s.spec].members) {
+          out += std::string(ir::op_name(g.instrs[m].op)) + " ";
+        }
         out.back() = ')';
       } else {
         std::string into = fwd[s.instr] < 0 ? "" : ir::op_name(g.instrs[fwd[s.instr]].op);
