@@ -108,7 +108,9 @@ class CpuBackend : public backend::Backend {
               is_floating(g.instrs[s.alpha_scalar].dtype) ? sv.f : static_cast<double>(sv.i));
         }
         if (!s.gemm.empty()) {
-          gemm_matmul_views(in.shape[0], in.shape[1], g.instrs[in.inputs[0]].shape[1],
+          const size_t r = in.shape.size();
+          gemm_matmul_views(Shape(in.shape.begin(), in.shape.end() - 2), in.shape[r - 2],
+                            in.shape[r - 1], g.instrs[in.inputs[0]].shape.back(),
                             reinterpret_cast<const float*>(ptr[s.gemm[0].instr]), s.gemm[0],
                             reinterpret_cast<const float*>(ptr[s.gemm[1].instr]), s.gemm[1],
                             reinterpret_cast<float*>(ptr[s.instr]), alpha, s.beta);

@@ -103,20 +103,34 @@ void gemm_matmul(const backend::Instr& in, const reference::Val& a, const refere
   }
 }
 
-void gemm_matmul_views(int64_t n, int64_t m, int64_t k, const float* a, const GemmOperand& ao,
-                       const float* b, const GemmOperand& bo, float* out, float alpha, float beta) {
-  if (n == 0 || m == 0) return;
+void gemm_matmul_views(const Shape& batch, int64_t n, int64_t m, int64_t k, const float* a,
+                       const GemmOperand& ao, const float* b, const GemmOperand& bo, float* out,
+                       float alpha, float beta) {
+  const int64_t nb = ir::shape_numel(batch);
+  if (n == 0 || m == 0 || nb == 0) return;
   if (k == 0) {
-    scale_out(out, n * m, beta);
+    scale_out(out, nb * n * m, beta);
     return;
   }
   const int64_t lda = ao.ld < 0 ? k : ao.ld, ldb = bo.ld < 0 ? m : bo.ld;
   omp_set_num_threads(ThreadPool::get().size());
-  dnnl_status_t st = dnnl_sgemm(ao.trans, bo.trans, n, m, k, alpha, a + ao.offset, lda,
-                                b + bo.offset, ldb, beta, out, m);
-  if (st != dnnl_success) {
-    ir::fail("matmul",
-             "oneDNN sgemm failed with status " + std::to_string(static_cast<int>(st)) + ".");
+  std::vector<int64_t> idx(batch.size(), 0);
+  for (int64_t bi = 0; bi < nb; ++bi) {
+    int64_t oa = ao.offset, ob = bo.offset;
+    for (size_t d = 0; d < idx.size(); ++d) {
+      oa += idx[d] * ao.batch[d];
+      ob += idx[d] * bo.batch[d];
+    }
+    dnnl_status_t st = dnnl_sgemm(ao.trans, bo.trans, n, m, k, alpha, a + oa, lda, b + ob, ldb,
+                                  beta, out + bi * n * m, m);
+    if (st != dnnl_success) {
+      ir::fail("matmul",
+               "oneDNN sgemm failed with status " + std::to_string(static_cast<int>(st)) + ".");
+    }
+    for (size_t d = idx.size(); d-- > 0;) {
+      if (++idx[d] < batch[d]) break;
+      idx[d] = 0;
+    }
   }
 }
 

@@ -6,21 +6,24 @@
 
 namespace lazyx::cpu {
 
-// A 2-D float32 operand as sgemm reads it: `instr`'s storage from element `offset`, rows
-// `ld` apart, transposed when trans == 'T'. ld < 0: the operand is contiguous.
+// A float32 operand as sgemm reads it: `instr`'s storage from element `offset`, rows `ld`
+// apart, transposed when trans == 'T' (ld < 0: the matrix is contiguous); matrix b of the batch
+// starts `batch` element strides (one per output batch dim, 0 when broadcast) further on.
 struct GemmOperand {
   int32_t instr = -1;
   int64_t offset = 0;
   int64_t ld = -1;
   char trans = 'N';
+  Shape batch;
 };
 
 // out = alpha * (a @ b) + beta * out; alpha and beta other than (1, 0) need float32.
 void gemm_matmul(const backend::Instr& in, const reference::Val& a, const reference::Val& b,
                  const reference::Val& out, float alpha = 1, float beta = 0);
-// out (n x m) = alpha * a (n x k) * b (k x m) + beta * out in float32, operands read as described.
-void gemm_matmul_views(int64_t n, int64_t m, int64_t k, const float* a, const GemmOperand& ao,
-                       const float* b, const GemmOperand& bo, float* out, float alpha = 1,
-                       float beta = 0);
+// For every index of `batch`: out (n x m, contiguous) = alpha * a (n x k) * b (k x m) + beta * out
+// in float32, the operands read as described.
+void gemm_matmul_views(const Shape& batch, int64_t n, int64_t m, int64_t k, const float* a,
+                       const GemmOperand& ao, const float* b, const GemmOperand& bo, float* out,
+                       float alpha = 1, float beta = 0);
 
 }  // namespace lazyx::cpu

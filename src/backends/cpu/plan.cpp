@@ -88,16 +88,27 @@ bool view_is_identity(const Instr& v, const Instr& src) {
   return true;
 }
 
-// A 2-D float32 AsStrided operand of a 2-D matmul that sgemm can read in place: rows or columns
-// contiguous, with a leading dimension.
-bool gemm_view(const LoweredGraph& g, int32_t c, GemmOperand& op) {
+// Batch strides of an operand of shape s with element strides st, over the output's batch dims
+// (right-aligned; 0 where the operand broadcasts).
+Shape gemm_batch_strides(const Shape& s, const Shape& st, const Shape& out) {
+  const size_t nb = out.size() - 2, ob = s.size() - 2;
+  Shape r(nb, 0);
+  for (size_t d = 0; d < ob; ++d) r[d + nb - ob] = s[d] == 1 ? 0 : st[d];
+  return r;
+}
+
+// A float32 AsStrided operand of a float32 matmul that sgemm can read in place: each matrix has
+// contiguous rows or columns with a leading dimension; batch dims may have any strides.
+bool gemm_view(const LoweredGraph& g, int32_t c, const Shape& out, GemmOperand& op) {
   const Instr& v = g.instrs[c];
-  if (v.op != Op::AsStrided || v.shape.size() != 2 || v.dtype != kFloat32) return false;
+  if (v.op != Op::AsStrided || v.shape.size() < 2 || v.dtype != kFloat32) return false;
   const Instr& x = g.instrs[v.inputs[0]];
   if (x.op == Op::Scalar || x.dtype != kFloat32 || ir::shape_numel(v.shape) == 0) return false;
-  const int64_t r = v.shape[0], k = v.shape[1], s0 = v.attrs.ints[0], s1 = v.attrs.ints[1];
+  const size_t q = v.shape.size() - 2;
+  const int64_t r = v.shape[q], k = v.shape[q + 1], s0 = v.attrs.ints[q], s1 = v.attrs.ints[q + 1];
   op.instr = v.inputs[0];
   op.offset = v.attrs.i0;
+  op.batch = gemm_batch_strides(v.shape, v.attrs.ints, out);
   if ((k <= 1 || s1 == 1) && (r <= 1 || s0 >= k)) {
     op.trans = 'N';
     op.ld = r <= 1 ? std::max<int64_t>(k, 1) : s0;
@@ -409,20 +420,25 @@ std::unique_ptr<CpuProgram> plan(const LoweredGraph& g) {
 
   // Matmul operands that sgemm reads through their view, straight from the view's operand.
   std::vector<std::vector<GemmOperand>> gemm_ops(n);
-  const bool gemm_views = std::getenv("LAZYX_CPU_NO_VIEW_FUSION") == nullptr;
+  const bool gemm_views = std::getenv("LAZYX_CPU_NO_VIEW_FUSION") == nullptr &&
+                          std::getenv("LAZYX_CPU_NO_GEMM_VIEWS") == nullptr;
   for (int32_t i = 0; i < n && gemm_views; ++i) {
     const Instr& in = g.instrs[i];
-    if (in.op != Op::Matmul || in.dtype != kFloat32 || in.shape.size() != 2) continue;
-    if (g.instrs[in.inputs[0]].shape.size() != 2 || g.instrs[in.inputs[1]].shape.size() != 2) {
+    if (in.op != Op::Matmul || in.dtype != kFloat32 || in.shape.size() < 2) continue;
+    const Instr &x0 = g.instrs[in.inputs[0]], &x1 = g.instrs[in.inputs[1]];
+    if (x0.shape.size() < 2 || x1.shape.size() < 2 || x0.dtype != kFloat32 ||
+        x1.dtype != kFloat32) {
       continue;
     }
     std::vector<GemmOperand> ops(2);
     bool any = false;
     for (int k = 0; k < 2; ++k) {
-      if (gemm_view(g, in.inputs[k], ops[k])) {
+      const Instr& x = k == 0 ? x0 : x1;
+      if (gemm_view(g, in.inputs[k], in.shape, ops[k])) {
         any = true;
       } else {
-        ops[k] = {in.inputs[k], 0, -1, 'N'};
+        ops[k] = {in.inputs[k], 0, -1, 'N',
+                  gemm_batch_strides(x.shape, ir::contiguous_strides(x.shape), in.shape)};
       }
     }
     if (any) gemm_ops[i] = ops;
