@@ -231,6 +231,7 @@ int main(int argc, char** argv) {
         {"sum_dim1", [&] { return (x * 2).sum({1}); }, [&] { return (tx * 2).sum(1); }},
         {"sum_all", [&] { return (x * 2).sum(); }, [&] { return (tx * 2).sum(); }},
         {"amax_dim0", [&] { return x.amax({0}); }, [&] { return tx.amax(0); }},
+        {"amax_dim1", [&] { return x.amax({1}); }, [&] { return tx.amax(1); }},
         {"softmax_dim1", [&] { return (x * 2).softmax(1); }, [&] { return (tx * 2).softmax(1); }},
         {"log_softmax_dim1", [&] { return x.log_softmax(1); }, [&] { return tx.log_softmax(1); }},
         {"logsumexp_dim1", [&] { return x.logsumexp({1}); }, [&] { return tx.logsumexp(1); }},

@@ -239,6 +239,26 @@ TEST(CpuCompiled, BatchedMatmulReadsViewsInPlace) {
   }
 }
 
+// Amax/Amin along the contiguous dim run as two vectorized recurrences (the extreme ignoring NaN,
+// and a NaN flag): rows with NaN, infinities and signed zeros, a row split across the pool, and
+// the column mode, against the reference.
+TEST(CpuCompiled, AmaxAminRowsWithSpecials) {
+  for (Dtype d : {kFloat32, kFloat64, kFloat16}) {
+    for (const Shape& sh : {Shape{4, 33}, Shape{3, 257}, Shape{2, 70000}, Shape{1, 9}}) {
+      for (int64_t dim : {1, 0}) {
+        std::string what = std::string(dtype_name(d)) + " " + shape_name(sh, dim);
+        check("amax " + what, [&] { return make(sh, d, 150, -3, 3, true).amax({dim}); });
+        check("amin " + what, [&] { return make(sh, d, 150, -3, 3, true).amin({dim}); });
+        check("amax no NaN " + what, [&] { return make(sh, d, 151).amax({dim}); });
+        check("amin of fused " + what, [&] { return (make(sh, d, 152) * -2).amin({dim}); });
+      }
+    }
+    check(std::string("amax signed zeros ") + dtype_name(d), [&] {
+      return tensor<double>({-0.0, 0.0, -0.0, -0.0, 0.0, -1.0}, {2, 3}).to(d).amax({1});
+    });
+  }
+}
+
 }  // namespace
 
 TEST(CpuCompiled, ViewsFoldIntoFusedLoops) {

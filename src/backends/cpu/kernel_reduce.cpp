@@ -197,12 +197,13 @@ void build_reduce_kernel(Jit& jit, llvm::LLVMContext& C, llvm::Module& M, const 
   // max(acc, v) ignoring a NaN v, as a vectorizable recurrence: NaN becomes -inf, so neither
   // operand is ever NaN and the nnan/nsz flags hold (the sign of a zero max is not observable:
   // it is only compared and subtracted).
-  auto max_ignoring_nan = [&](llvm::Value* acc, llvm::Value* v) -> llvm::Value* {
-    llvm::Value* vv = b.CreateSelect(b.CreateFCmpUNO(v, v), gen.cf(v->getType(), -INFINITY), v);
+  auto max_ignoring_nan = [&](llvm::Value* acc, llvm::Value* v, bool is_min = false) {
+    llvm::Value* vv = b.CreateSelect(b.CreateFCmpUNO(v, v),
+                                     gen.cf(v->getType(), is_min ? INFINITY : -INFINITY), v);
     llvm::FastMathFlags fmf;
     fmf.setNoNaNs();
     fmf.setNoSignedZeros();
-    llvm::Value* c = b.CreateFCmpOGT(vv, acc);
+    llvm::Value* c = is_min ? b.CreateFCmpOLT(vv, acc) : b.CreateFCmpOGT(vv, acc);
     if (auto* i = llvm::dyn_cast<llvm::Instruction>(c)) i->setFastMathFlags(fmf);
     llvm::Value* r = b.CreateSelect(c, vv, acc);
     if (auto* i = llvm::dyn_cast<llvm::Instruction>(r)) i->setFastMathFlags(fmf);
@@ -321,6 +322,20 @@ void build_reduce_kernel(Jit& jit, llvm::LLVMContext& C, llvm::Module& M, const 
                    return std::vector<llvm::Value*>{};
                  });
     onext = oe;
+  } else if (fl && (rop == Op::Amax || rop == Op::Amin)) {
+    // As two vectorizable recurrences: the extreme ignoring NaN, and whether a NaN was seen
+    // (which then is the result, as in torch).
+    const bool is_min = rop == Op::Amin;
+    auto st = counted_loop(C, b, j0, j1, {init, b.getInt8(0)}, true,
+                           [&](llvm::Value* jv, const std::vector<llvm::Value*>& acc) {
+                             llvm::Value* v = element(offs, jv, rj, true);
+                             llvm::Value* isn = b.CreateZExt(b.CreateFCmpUNO(v, v), b.getInt8Ty());
+                             return std::vector<llvm::Value*>{max_ignoring_nan(acc[0], v, is_min),
+                                                              b.CreateOr(acc[1], isn)};
+                           });
+    llvm::Value* has_nan = b.CreateICmpNE(st[1], b.getInt8(0));
+    store_result(o, b.CreateSelect(has_nan, gen.cf(at, NAN), st[0]));
+    onext = b.CreateAdd(o, b.getInt64(1));
   } else if (splittable(rop)) {
     auto r = counted_loop(
         C, b, j0, j1, {init}, sum_like, [&](llvm::Value* jv, const std::vector<llvm::Value*>& acc) {
