@@ -26,6 +26,27 @@ void scale_out(float* out, int64_t count, float beta) {
     for (int64_t i = 0; i < count; ++i) out[i] *= beta;
   }
 }
+
+// Calls f(i, offset of a, offset of b) for every matrix i of the batch, in row-major order; the
+// operands' batch strides are in elements (0 where one broadcasts).
+template <class F>
+void for_each_matrix(const Shape& batch, const GemmOperand& ao, const GemmOperand& bo, F f) {
+  std::vector<int64_t> idx(batch.size(), 0);
+  const int64_t nb = ir::shape_numel(batch);
+  for (int64_t bi = 0; bi < nb; ++bi) {
+    int64_t oa = ao.offset, ob = bo.offset;
+    for (size_t d = 0; d < idx.size(); ++d) {
+      oa += idx[d] * ao.batch[d];
+      ob += idx[d] * bo.batch[d];
+    }
+    f(bi, oa, ob);
+    for (size_t d = idx.size(); d-- > 0;) {
+      if (++idx[d] < batch[d]) break;
+      idx[d] = 0;
+    }
+  }
+}
+
 }  // namespace
 
 void gemm_matmul(const backend::Instr& in, const reference::Val& a, const reference::Val& b,
@@ -39,68 +60,42 @@ void gemm_matmul(const backend::Instr& in, const reference::Val& a, const refere
     reference::run_matmul(in, a, b, out);
     return;
   }
+  // Contiguous operands: matrices n x k and k x m, batch strides from their shapes.
   const Shape& os = out.shape;
-  size_t r = os.size();
-  int64_t n = os[r - 2], m = os[r - 1], k = a.shape.back();
-  if (n == 0 || m == 0) return;
-  Shape batch(os.begin(), os.end() - 2);
-  Shape ab(a.shape.begin(), a.shape.end() - 2), bb(b.shape.begin(), b.shape.end() - 2);
-  auto batch_strides = [&](const Shape& s) {
-    Shape st(batch.size(), 0);
-    int64_t acc = 1;
-    size_t lead = batch.size() - s.size();
-    for (size_t d = s.size(); d-- > 0;) {
-      st[d + lead] = s[d] == 1 ? 0 : acc;
-      acc *= s[d];
+  const size_t r = os.size();
+  const int64_t n = os[r - 2], m = os[r - 1], k = a.shape.back();
+  const Shape batch(os.begin(), os.end() - 2);
+  auto operand = [&](const Shape& s) {
+    GemmOperand op;
+    op.batch.assign(batch.size(), 0);
+    Shape cs = ir::contiguous_strides(s);
+    for (size_t d = 0, lead = batch.size() + 2 - s.size(); d + 2 < s.size(); ++d) {
+      op.batch[d + lead] = s[d] == 1 ? 0 : cs[d];
     }
-    return st;
+    return op;
   };
-  Shape sa = batch_strides(ab), sb = batch_strides(bb);
-  int64_t nb = ir::shape_numel(batch);
-  const float* A = reinterpret_cast<const float*>(a.data);
-  const float* B = reinterpret_cast<const float*>(b.data);
-  float* Cm = reinterpret_cast<float*>(out.data);
-  if (k == 0) {
-    if (f64) {
-      std::memset(out.data, 0, static_cast<size_t>(nb * n * m) * sizeof(double));
-    } else {
-      scale_out(Cm, nb * n * m, beta);
-    }
+  const GemmOperand ao = operand(a.shape), bo = operand(b.shape);
+  if (f32) {
+    gemm_matmul_views(batch, n, m, k, reinterpret_cast<const float*>(a.data), ao,
+                      reinterpret_cast<const float*>(b.data), bo,
+                      reinterpret_cast<float*>(out.data), alpha, beta);
     return;
   }
-  if (f64) {
-    openblas_set_num_threads(static_cast<int>(ThreadPool::get().size()));
-  } else {
-    omp_set_num_threads(ThreadPool::get().size());
+  const int64_t nb = ir::shape_numel(batch);
+  if (n == 0 || m == 0 || nb == 0) return;
+  auto* C = reinterpret_cast<double*>(out.data);
+  if (k == 0) {
+    std::memset(C, 0, static_cast<size_t>(nb * n * m) * sizeof(double));
+    return;
   }
-  std::vector<int64_t> idx(batch.size(), 0);
-  for (int64_t bi = 0; bi < nb; ++bi) {
-    int64_t oa = 0, ob = 0;
-    for (size_t d = 0; d < idx.size(); ++d) {
-      oa += idx[d] * sa[d];
-      ob += idx[d] * sb[d];
-    }
-    dnnl_status_t st = dnnl_success;
-    if (f64) {
-      const double* A64 = reinterpret_cast<const double*>(a.data);
-      const double* B64 = reinterpret_cast<const double*>(b.data);
-      cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<blasint>(n),
-                  static_cast<blasint>(m), static_cast<blasint>(k), 1.0, A64 + oa * n * k,
-                  static_cast<blasint>(k), B64 + ob * k * m, static_cast<blasint>(m), 0.0,
-                  reinterpret_cast<double*>(out.data) + bi * n * m, static_cast<blasint>(m));
-    } else {
-      st = dnnl_sgemm('N', 'N', n, m, k, alpha, A + oa * n * k, k, B + ob * k * m, m, beta,
-                      Cm + bi * n * m, m);
-    }
-    if (st != dnnl_success) {
-      ir::fail("matmul",
-               "oneDNN sgemm failed with status " + std::to_string(static_cast<int>(st)) + ".");
-    }
-    for (size_t d = idx.size(); d-- > 0;) {
-      if (++idx[d] < batch[d]) break;
-      idx[d] = 0;
-    }
-  }
+  openblas_set_num_threads(static_cast<int>(ThreadPool::get().size()));
+  const auto* A = reinterpret_cast<const double*>(a.data);
+  const auto* B = reinterpret_cast<const double*>(b.data);
+  auto bl = [](int64_t v) { return static_cast<blasint>(v); };
+  for_each_matrix(batch, ao, bo, [&](int64_t bi, int64_t oa, int64_t ob) {
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, bl(n), bl(m), bl(k), 1.0, A + oa, bl(k),
+                B + ob, bl(m), 0.0, C + bi * n * m, bl(m));
+  });
 }
 
 void gemm_matmul_views(const Shape& batch, int64_t n, int64_t m, int64_t k, const float* a,
@@ -114,24 +109,14 @@ void gemm_matmul_views(const Shape& batch, int64_t n, int64_t m, int64_t k, cons
   }
   const int64_t lda = ao.ld < 0 ? k : ao.ld, ldb = bo.ld < 0 ? m : bo.ld;
   omp_set_num_threads(ThreadPool::get().size());
-  std::vector<int64_t> idx(batch.size(), 0);
-  for (int64_t bi = 0; bi < nb; ++bi) {
-    int64_t oa = ao.offset, ob = bo.offset;
-    for (size_t d = 0; d < idx.size(); ++d) {
-      oa += idx[d] * ao.batch[d];
-      ob += idx[d] * bo.batch[d];
-    }
+  for_each_matrix(batch, ao, bo, [&](int64_t bi, int64_t oa, int64_t ob) {
     dnnl_status_t st = dnnl_sgemm(ao.trans, bo.trans, n, m, k, alpha, a + oa, lda, b + ob, ldb,
                                   beta, out + bi * n * m, m);
     if (st != dnnl_success) {
       ir::fail("matmul",
                "oneDNN sgemm failed with status " + std::to_string(static_cast<int>(st)) + ".");
     }
-    for (size_t d = idx.size(); d-- > 0;) {
-      if (++idx[d] < batch[d]) break;
-      idx[d] = 0;
-    }
-  }
+  });
 }
 
 }  // namespace lazyx::cpu
