@@ -128,6 +128,26 @@ struct Gen {
     i32 = llvm::Type::getInt32Ty(C);
   }
 
+  // Indexes the spec's inputs and loads every scalar input (16-byte ScalarValue slots: a double
+  // at 0, an int64 at 8) once, at the current insert point.
+  void bind_inputs(llvm::Value* scalars) {
+    scalar_val.assign(s.inputs.size(), nullptr);
+    row_off.assign(s.inputs.size(), nullptr);
+    inner_stride.assign(s.inputs.size(), 0);
+    for (size_t k = 0; k < s.inputs.size(); ++k) {
+      input_index[s.inputs[k].instr] = static_cast<int32_t>(k);
+      if (s.inputs[k].arg >= 0) continue;
+      const Instr& si = g.instrs[s.inputs[k].storage()];
+      llvm::Value* base =
+          b.CreateInBoundsGEP(b.getInt8Ty(), scalars, b.getInt64(16 * int64_t{si.slot}));
+      llvm::Value* v =
+          is_floating(si.dtype)
+              ? b.CreateLoad(b.getDoubleTy(), base)
+              : b.CreateLoad(i64, b.CreateInBoundsGEP(b.getInt8Ty(), base, b.getInt64(8)));
+      scalar_val[k] = to_dtype(v, si.dtype);
+    }
+  }
+
   [[noreturn]] void unsupported(const std::string& why) {
     ir::fail(cur ? ir::op_name(cur->op) : "cpu", "the cpu backend cannot compile this op: " + why);
   }

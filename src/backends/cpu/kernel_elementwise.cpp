@@ -112,23 +112,7 @@ void build_kernel(Jit& jit, llvm::LLVMContext& C, llvm::Module& M, const Lowered
 
   auto* bb_entry = llvm::BasicBlock::Create(C, "entry", body);
   b.SetInsertPoint(bb_entry);
-  gen.scalar_val.assign(s.inputs.size(), nullptr);
-  gen.row_off.assign(s.inputs.size(), nullptr);
-  gen.inner_stride.assign(s.inputs.size(), 0);
-  for (size_t k = 0; k < s.inputs.size(); ++k) {
-    gen.input_index[s.inputs[k].instr] = static_cast<int32_t>(k);
-    if (s.inputs[k].arg >= 0) continue;
-    const Instr& si = g.instrs[s.inputs[k].storage()];
-    llvm::Value* base =
-        b.CreateInBoundsGEP(b.getInt8Ty(), scalars, b.getInt64(16 * int64_t{si.slot}));
-    llvm::Value* v;
-    if (is_floating(si.dtype)) {
-      v = b.CreateLoad(b.getDoubleTy(), base);
-    } else {
-      v = b.CreateLoad(i64, b.CreateInBoundsGEP(b.getInt8Ty(), base, b.getInt64(8)));
-    }
-    gen.scalar_val[k] = gen.to_dtype(v, si.dtype);
-  }
+  gen.bind_inputs(scalars);
 
   for (size_t q = 0; q < array_inputs.size(); ++q)
     gen.inner_stride[array_inputs[q]] = strides[q][rank - 1];

@@ -137,21 +137,7 @@ void build_reduce_kernel(Jit& jit, llvm::LLVMContext& C, llvm::Module& M, const 
 
   auto* bb_entry = llvm::BasicBlock::Create(C, "entry", body);
   b.SetInsertPoint(bb_entry);
-  gen.scalar_val.assign(s.inputs.size(), nullptr);
-  gen.row_off.assign(s.inputs.size(), nullptr);
-  gen.inner_stride.assign(s.inputs.size(), 0);
-  for (size_t k = 0; k < s.inputs.size(); ++k) {
-    gen.input_index[s.inputs[k].instr] = static_cast<int32_t>(k);
-    if (s.inputs[k].arg >= 0) continue;
-    const Instr& si = g.instrs[s.inputs[k].storage()];
-    llvm::Value* base =
-        b.CreateInBoundsGEP(b.getInt8Ty(), scalars, b.getInt64(16 * int64_t{si.slot}));
-    llvm::Value* v =
-        is_floating(si.dtype)
-            ? b.CreateLoad(b.getDoubleTy(), base)
-            : b.CreateLoad(i64, b.CreateInBoundsGEP(b.getInt8Ty(), base, b.getInt64(8)));
-    gen.scalar_val[k] = gen.to_dtype(v, si.dtype);
-  }
+  gen.bind_inputs(scalars);
   const Instr& src = g.instrs[red.inputs[0]];
   const bool fl = is_floating(src.dtype) || rop == Op::Mean || rop == Op::LogSumExp || norm ||
                   rop == Op::Argmax;
