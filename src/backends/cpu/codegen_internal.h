@@ -590,7 +590,8 @@ std::vector<llvm::Value*> counted_loop(
     const std::function<std::vector<llvm::Value*>(llvm::Value*, const std::vector<llvm::Value*>&)>&
         f);
 // A kernel's always-inlined body (its buffers noalias, then `extra` parameters) and the
-// exported entry point with the common signature that unpacks the buffers and calls it.
+// exported entry point with the common signature, already emitted: it unpacks the buffers and
+// calls the body.
 std::pair<llvm::Function*, llvm::Function*> declare_kernel(
     Jit& jit, llvm::LLVMContext& C, llvm::Module& M, const std::string& name, int num_args,
     std::initializer_list<llvm::Type*> extra);

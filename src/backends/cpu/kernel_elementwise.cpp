@@ -53,6 +53,16 @@ std::pair<llvm::Function*, llvm::Function*> declare_kernel(
   }
   body->addFnAttr(llvm::Attribute::AlwaysInline);
   for (int a = 0; a < num_args; ++a) body->addParamAttr(a, llvm::Attribute::NoAlias);
+  // entry(bufs, scalars, start, end, j0, j1, partial) loads the buffers and passes on as many of
+  // the rest as the body takes.
+  llvm::IRBuilder<> b(llvm::BasicBlock::Create(C, "entry", entry));
+  std::vector<llvm::Value*> args;
+  for (int a = 0; a < num_args; ++a) {
+    args.push_back(b.CreateLoad(ptr, b.CreateInBoundsGEP(ptr, entry->getArg(0), b.getInt64(a))));
+  }
+  for (unsigned a = 1; a <= extra.size(); ++a) args.push_back(entry->getArg(a));
+  b.CreateCall(body, args);
+  b.CreateRetVoid();
   return {body, entry};
 }
 
@@ -64,20 +74,6 @@ void build_kernel(Jit& jit, llvm::LLVMContext& C, llvm::Module& M, const Lowered
   auto [body, entry] = declare_kernel(jit, C, M, name, s.num_args, {ptr, i64, i64});
 
   llvm::IRBuilder<> b(C);
-  {
-    auto* bb = llvm::BasicBlock::Create(C, "entry", entry);
-    b.SetInsertPoint(bb);
-    std::vector<llvm::Value*> args;
-    for (int a = 0; a < s.num_args; ++a) {
-      llvm::Value* p = b.CreateInBoundsGEP(ptr, entry->getArg(0), b.getInt64(a));
-      args.push_back(b.CreateLoad(ptr, p));
-    }
-    args.push_back(entry->getArg(1));
-    args.push_back(entry->getArg(2));
-    args.push_back(entry->getArg(3));
-    b.CreateCall(body, args);
-    b.CreateRetVoid();
-  }
 
   Gen gen(jit, C, M, b, g, s);
   for (int a = 0; a < s.num_args; ++a) gen.arg.push_back(body->getArg(a));

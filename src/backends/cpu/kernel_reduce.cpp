@@ -86,17 +86,6 @@ void build_reduce_kernel(Jit& jit, llvm::LLVMContext& C, llvm::Module& M, const 
   llvm::Type* i64 = llvm::Type::getInt64Ty(C);
   auto [body, entry] = declare_kernel(jit, C, M, name, s.num_args, {ptr, i64, i64, i64, i64, ptr});
   llvm::IRBuilder<> b(C);
-  {
-    auto* bb = llvm::BasicBlock::Create(C, "entry", entry);
-    b.SetInsertPoint(bb);
-    std::vector<llvm::Value*> args;
-    for (int a = 0; a < s.num_args; ++a) {
-      args.push_back(b.CreateLoad(ptr, b.CreateInBoundsGEP(ptr, entry->getArg(0), b.getInt64(a))));
-    }
-    for (unsigned a = 1; a < 7; ++a) args.push_back(entry->getArg(a));
-    b.CreateCall(body, args);
-    b.CreateRetVoid();
-  }
   Gen gen(jit, C, M, b, g, s);
   for (int a = 0; a < s.num_args; ++a) gen.arg.push_back(body->getArg(a));
   llvm::Value* scalars = body->getArg(s.num_args);
