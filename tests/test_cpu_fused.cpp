@@ -1,7 +1,7 @@
 // The cpu backend's fused loops and donation: randomly generated elementwise graphs (with
 // broadcasts, casts, views and several outputs) against the reference backend, in-place updates
-// whose donated buffer is read at other indices (rule 6 of ALIASING.md), and the memory bound of
-// 100 donated SGD steps.
+// whose donated buffer is read at other indices (rule 6 of ALIASING.md), and compiled loops
+// shared by the programs that generate them.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -195,4 +195,40 @@ TEST(CpuFused, ReductionsOfRandomGraphsMatchReference) {
                   "seed " + std::to_string(seed) + " reduction " + std::to_string(k));
     }
   }
+}
+
+TEST(CpuFused, KernelsAreSharedAcrossPrograms) {
+  // Programs that generate the same loop share its compiled code; each passes its own scalars,
+  // even where the loop's scalars sit at other slots of the program.
+  set_backend("cpu");
+  clear_program_cache();
+  metrics::clear_counters();
+  auto counter = [](const char* n) { return metrics::counter_value(n).value_or(0); };
+  Tensor x = tensor<float>({1, 2, 3, 4, 5, 6}, {6});
+  Tensor w = tensor<float>({1, 1, 1}, {3});
+  mark_step();
+  Tensor a = (x * 3 + 1).tanh();
+  sync({a});
+  const int64_t compiled = counter("CpuKernelCompiled");
+  EXPECT_GE(compiled, 1);
+  EXPECT_EQ(counter("CpuKernelReused"), 0);
+  // Another program: an unrelated loop over w first, then the same loop as `a` with new scalars.
+  Tensor v = (w - 4).exp() * 2;
+  Tensor b = (x * 0.5 + -2).tanh();
+  sync({v, b});
+  EXPECT_GE(counter("CpuKernelReused"), 1);
+  std::vector<float> got_a = a.to_vector<float>(), got_b = b.to_vector<float>();
+  for (int i = 0; i < 6; ++i) {
+    EXPECT_NEAR(got_a[i], std::tanh((i + 1) * 3.0f + 1), 1e-6) << i;
+    EXPECT_NEAR(got_b[i], std::tanh((i + 1) * 0.5f - 2), 1e-6) << i;
+  }
+  for (float e : v.to_vector<float>()) EXPECT_NEAR(e, std::exp(-3.0f) * 2, 1e-6);
+  // The code goes with the last program that uses it: after the cache is cleared the same loop
+  // compiles again and still computes the right values.
+  clear_program_cache();
+  const int64_t before = counter("CpuKernelCompiled");
+  Tensor c = (x * 3 + 1).tanh();
+  sync({c});
+  EXPECT_GT(counter("CpuKernelCompiled"), before);
+  EXPECT_EQ(c.to_vector<float>(), got_a);
 }

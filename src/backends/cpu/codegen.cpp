@@ -11,8 +11,20 @@
 
 #include <cstdlib>
 #include <map>
+#include <numeric>
 
 #include "backends/cpu/codegen_internal.h"
+#include "backends/cpu/thread_pool.h"
+#include "lazyx/metrics.h"
+
+#if defined(__GNUC__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+#endif
+#include <llvm/ExecutionEngine/Orc/CompileUtils.h>
+#if defined(__GNUC__)
+#pragma GCC diagnostic pop
+#endif
 
 // Sleef entry points, declared without their vector types: we only take their addresses.
 #define LAZYX_SLEEF_FN(b)                                                     \
@@ -48,6 +60,7 @@ Jit::Jit() {
   auto jtmb = orc::JITTargetMachineBuilder::detectHost();
   if (!jtmb) llvm_fail("cannot detect the host CPU", jtmb.takeError());
   jtmb->setCodeGenOptLevel(llvm::CodeGenOptLevel::Aggressive);
+  this->jtmb = *jtmb;
   cpu = jtmb->getCPU();
   features = jtmb->getFeatures().getString();
   avx512 = features.find("+avx512f") != std::string::npos;
@@ -81,20 +94,6 @@ Jit& the_jit() {
 }  // namespace cg
 
 using namespace cg;
-
-namespace {
-
-class ModuleHandle : public CompiledModule {
- public:
-  orc::ResourceTrackerSP rt;
-  ~ModuleHandle() override {
-    if (!rt) return;
-    std::lock_guard<std::mutex> lock(the_jit().mu);
-    llvm::consumeError(rt->remove());
-  }
-};
-
-}  // namespace
 
 std::vector<int64_t> reduced_dims(const Instr& in) {
   if (is_normalization(in.op)) return {in.attrs.i0};
@@ -238,34 +237,32 @@ static void quiet_diagnostics(const llvm::DiagnosticInfo* di, void*) {
   llvm::errs() << "\n";
 }
 
-std::vector<KernelFn> compile_fused(const LoweredGraph& g, const std::vector<FusedSpec>& specs,
-                                    std::unique_ptr<CompiledModule>& keep) {
-  std::vector<KernelFn> fns;
-  if (specs.empty()) return fns;
-  Jit& jit = the_jit();
-  auto ctx = std::make_unique<llvm::LLVMContext>();
-  ctx->setDiagnosticHandlerCallBack(quiet_diagnostics, nullptr);
-  int64_t id = jit.next_module.fetch_add(1);
-  std::string prefix = "lazyx_m" + std::to_string(id) + "_k";
-  auto mod = std::make_unique<llvm::Module>(prefix, *ctx);
-  mod->setDataLayout(jit.tm->createDataLayout());
-  mod->setTargetTriple(jit.tm->getTargetTriple().str());
-  for (size_t k = 0; k < specs.size(); ++k) {
-    if (specs[k].reduce_instr >= 0) {
-      build_reduce_kernel(jit, *ctx, *mod, g, specs[k], prefix + std::to_string(k));
-    } else {
-      build_kernel(jit, *ctx, *mod, g, specs[k], prefix + std::to_string(k));
-    }
+namespace {
+
+// One TargetMachine per thread: its subtarget cache is not safe to share while compiling.
+llvm::TargetMachine& thread_target_machine(Jit& jit) {
+  thread_local std::unique_ptr<llvm::TargetMachine> tm;
+  if (!tm) {
+    std::lock_guard<std::mutex> lock(jit.mu);
+    auto t = jit.jtmb->createTargetMachine();
+    if (!t) llvm_fail("cannot create a target machine", t.takeError());
+    tm = std::move(*t);
   }
-  {
-    std::string err;
-    llvm::raw_string_ostream os(err);
-    if (llvm::verifyModule(*mod, &os)) {
-      const char* op =
-          specs[0].members.empty() ? "cpu" : ir::op_name(g.instrs[specs[0].members[0]].op);
-      ir::fail(op, "internal: the cpu backend generated invalid code: " + os.str());
-    }
-  }
+  return *tm;
+}
+
+// One kernel in its own module: built and keyed on the caller, optimized and compiled to an
+// object file on a pool thread.
+struct Unit {
+  std::unique_ptr<llvm::LLVMContext> ctx;
+  std::unique_ptr<llvm::Module> mod;
+  std::string key;  // the unoptimized IR with the kernel's name taken out
+  std::unique_ptr<llvm::MemoryBuffer> obj;
+  std::string error;
+};
+
+void optimize_and_emit(Jit& jit, Unit& u) {
+  llvm::TargetMachine& tm = thread_target_machine(jit);
   {
     llvm::LoopAnalysisManager lam;
     llvm::FunctionAnalysisManager fam;
@@ -274,38 +271,168 @@ std::vector<KernelFn> compile_fused(const LoweredGraph& g, const std::vector<Fus
     llvm::PipelineTuningOptions pto;
     pto.LoopVectorization = true;
     pto.SLPVectorization = true;
-    llvm::PassBuilder pb(jit.tm.get(), pto);
+    llvm::PassBuilder pb(&tm, pto);
     pb.registerModuleAnalyses(mam);
     pb.registerCGSCCAnalyses(cgam);
     pb.registerFunctionAnalyses(fam);
     pb.registerLoopAnalyses(lam);
     pb.crossRegisterProxies(lam, fam, cgam, mam);
     llvm::ModulePassManager mpm = pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3);
-    mpm.run(*mod, mam);
+    mpm.run(*u.mod, mam);
   }
   if (const char* dump = std::getenv("LAZYX_CPU_DUMP_IR"); dump && *dump == '1') {
-    mod->print(llvm::errs(), nullptr);
+    std::lock_guard<std::mutex> lock(jit.mu);
+    u.mod->print(llvm::errs(), nullptr);
   }
-  std::lock_guard<std::mutex> lock(jit.mu);
-  auto handle = std::make_unique<ModuleHandle>();
-  handle->rt = jit.jit->getMainJITDylib().createResourceTracker();
-  if (auto e =
-          jit.jit->addIRModule(handle->rt, orc::ThreadSafeModule(std::move(mod), std::move(ctx)))) {
-    llvm_fail("cannot add a module to the JIT", std::move(e));
+  auto obj = orc::SimpleCompiler(tm)(*u.mod);
+  if (!obj) {
+    llvm::raw_string_ostream os(u.error);
+    os << obj.takeError();
+    return;
   }
-  for (size_t k = 0; k < specs.size(); ++k) {
-    auto sym = jit.jit->lookup(prefix + std::to_string(k));
+  u.obj = std::move(*obj);
+}
+
+// A program's kernels, each shared with every other live program that generated the same IR.
+class ProgramCode : public CompiledModule {
+ public:
+  std::vector<std::shared_ptr<KernelCode>> kernels;
+};
+
+void replace_all(std::string& s, const std::string& from, const std::string& to) {
+  for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size())) {
+    s.replace(at, from.size(), to);
+  }
+}
+
+}  // namespace
+
+KernelCode::~KernelCode() {
+  if (!rt) return;
+  std::lock_guard<std::mutex> lock(the_jit().mu);
+  llvm::consumeError(rt->remove());
+}
+
+std::vector<KernelFn> compile_fused(const LoweredGraph& g, const std::vector<FusedSpec>& specs,
+                                    std::unique_ptr<CompiledModule>& keep) {
+  std::vector<KernelFn> fns;
+  if (specs.empty()) return fns;
+  Jit& jit = the_jit();
+  int64_t id = jit.next_module.fetch_add(1);
+  std::string prefix = "lazyx_m" + std::to_string(id) + "_k";
+  auto op_of = [&](size_t k) {
+    return specs[k].members.empty() ? "cpu" : ir::op_name(g.instrs[specs[k].members[0]].op);
+  };
+
+  // Build every kernel and key it by its IR. A training step's programs (the first step, the
+  // steady step, evaluation) and same-shaped parameters share most kernels: each distinct one
+  // is compiled once while some program uses it.
+  std::vector<Unit> units(specs.size());
+  std::vector<std::shared_ptr<KernelCode>> code(specs.size());
+  std::vector<int> same_as(specs.size(), -1);  // an earlier kernel of this program with this IR
+  {
+    std::unordered_map<std::string, int> seen;
+    for (size_t k = 0; k < specs.size(); ++k) {
+      Unit& u = units[k];
+      const std::string name = prefix + std::to_string(k);
+      u.ctx = std::make_unique<llvm::LLVMContext>();
+      u.ctx->setDiagnosticHandlerCallBack(quiet_diagnostics, nullptr);
+      u.mod = std::make_unique<llvm::Module>("lazyx_kernel", *u.ctx);
+      u.mod->setDataLayout(jit.tm->createDataLayout());
+      u.mod->setTargetTriple(jit.tm->getTargetTriple().str());
+      if (specs[k].reduce_instr >= 0) {
+        build_reduce_kernel(jit, *u.ctx, *u.mod, g, specs[k], name);
+      } else {
+        build_kernel(jit, *u.ctx, *u.mod, g, specs[k], name);
+      }
+      std::string err;
+      llvm::raw_string_ostream os(err);
+      if (llvm::verifyModule(*u.mod, &os)) {
+        ir::fail(op_of(k), "internal: the cpu backend generated invalid code: " + os.str());
+      }
+      llvm::raw_string_ostream ks(u.key);
+      u.mod->print(ks, nullptr);
+      replace_all(u.key, name, "K");
+      auto [it, fresh] = seen.emplace(u.key, static_cast<int>(k));
+      if (!fresh) same_as[k] = it->second;
+    }
+  }
+  std::vector<size_t> todo;
+  {
+    std::lock_guard<std::mutex> lock(jit.cache_mu);
+    for (size_t k = 0; k < specs.size(); ++k) {
+      if (same_as[k] >= 0) continue;
+      auto it = jit.kernel_cache.find(units[k].key);
+      if (it != jit.kernel_cache.end()) code[k] = it->second.lock();
+      if (!code[k]) todo.push_back(k);
+    }
+  }
+
+  // Optimization and code generation take most of a compile: the new kernels are dealt to the
+  // pool's threads (largest first, each to the least loaded) and compiled in parallel.
+  ThreadPool& pool = ThreadPool::get();
+  const size_t nthreads = std::min<size_t>(todo.size(), static_cast<size_t>(pool.size()));
+  std::vector<std::vector<size_t>> share(std::max<size_t>(nthreads, 1));
+  {
+    std::vector<size_t> order = todo;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return units[a].key.size() > units[b].key.size(); });
+    std::vector<size_t> load(share.size(), 0);
+    for (size_t k : order) {
+      size_t t = std::min_element(load.begin(), load.end()) - load.begin();
+      share[t].push_back(k);
+      load[t] += units[k].key.size();
+    }
+  }
+  pool.parallel_for(static_cast<int64_t>(share.size()), 1, 2, [&](int64_t b, int64_t e) {
+    for (int64_t t = b; t < e; ++t) {
+      for (size_t k : share[t]) optimize_and_emit(jit, units[k]);
+    }
+  });
+  for (size_t k : todo) {
+    if (!units[k].obj) {
+      ir::fail(op_of(k), "the cpu backend failed to compile a fused loop: " + units[k].error);
+    }
+  }
+
+  for (size_t k : todo) {
+    auto c = std::make_shared<KernelCode>();  // declared first: its destructor takes jit.mu
+    const std::string name = prefix + std::to_string(k);
+    std::lock_guard<std::mutex> lock(jit.mu);
+    c->rt = jit.jit->getMainJITDylib().createResourceTracker();
+    if (auto e = jit.jit->addObjectFile(c->rt, std::move(units[k].obj))) {
+      llvm_fail("cannot add a kernel to the JIT", std::move(e));
+    }
+    auto sym = jit.jit->lookup(name);
     if (!sym) {
       std::string msg;
       llvm::raw_string_ostream os(msg);
       os << sym.takeError();
-      const char* op =
-          specs[k].members.empty() ? "cpu" : ir::op_name(g.instrs[specs[k].members[0]].op);
-      ir::fail(op, "the cpu backend failed to compile a fused loop: " + os.str());
+      ir::fail(op_of(k), "the cpu backend failed to compile a fused loop: " + msg);
     }
-    fns.push_back(sym->toPtr<KernelFn>());
+    c->fn = sym->toPtr<KernelFn>();
+    code[k] = std::move(c);
   }
-  keep = std::move(handle);
+  {
+    std::vector<std::shared_ptr<KernelCode>> expired;  // released after the lock
+    std::lock_guard<std::mutex> lock(jit.cache_mu);
+    for (size_t k : todo) jit.kernel_cache[units[k].key] = code[k];
+    if (jit.kernel_cache.size() > 2 * jit.cache_live + 64) {  // drop entries of freed kernels
+      for (auto it = jit.kernel_cache.begin(); it != jit.kernel_cache.end();) {
+        it = it->second.expired() ? jit.kernel_cache.erase(it) : std::next(it);
+      }
+      jit.cache_live = jit.kernel_cache.size();
+    }
+  }
+  metrics::add_counter("CpuKernelCompiled", static_cast<int64_t>(todo.size()));
+  metrics::add_counter("CpuKernelReused", static_cast<int64_t>(specs.size() - todo.size()));
+  auto prog = std::make_unique<ProgramCode>();
+  for (size_t k = 0; k < specs.size(); ++k) {
+    if (same_as[k] >= 0) code[k] = code[same_as[k]];
+    fns.push_back(code[k]->fn);
+    prog->kernels.push_back(code[k]);
+  }
+  keep = std::move(prog);
   return fns;
 }
 

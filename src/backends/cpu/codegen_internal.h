@@ -9,6 +9,7 @@
 #include <limits>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -51,13 +52,25 @@ using ir::Op;
 namespace orc = llvm::orc;
 
 // The host's LLJIT with Sleef's entry points defined, and the host CPU's features.
+// One compiled kernel; its code leaves the JIT with the last program that uses it.
+struct KernelCode {
+  orc::ResourceTrackerSP rt;
+  KernelFn fn = nullptr;
+  ~KernelCode();
+};
+
 struct Jit {
   std::unique_ptr<orc::LLJIT> jit;
   std::unique_ptr<llvm::TargetMachine> tm;
+  std::optional<orc::JITTargetMachineBuilder> jtmb;  // makes one TargetMachine per compile thread
   bool avx512 = false, avx2 = false, f16c = false;
   std::string cpu, features;
   std::mutex mu;
   std::atomic<int64_t> next_module{0};
+  // Compiled kernels by their unoptimized IR, while some program holds them.
+  std::mutex cache_mu;
+  std::unordered_map<std::string, std::weak_ptr<KernelCode>> kernel_cache;
+  size_t cache_live = 0;
 
   Jit();
 };
@@ -128,18 +141,19 @@ struct Gen {
     i32 = llvm::Type::getInt32Ty(C);
   }
 
-  // Indexes the spec's inputs and loads every scalar input (16-byte ScalarValue slots: a double
-  // at 0, an int64 at 8) once, at the current insert point.
+  // Indexes the spec's inputs and loads every scalar input once, at the current insert point.
+  // `scalars` holds the spec's own scalar inputs in order (16-byte ScalarValues: a double at 0,
+  // an int64 at 8), not the program's slots, so equal loops in other programs share the code.
   void bind_inputs(llvm::Value* scalars) {
     scalar_val.assign(s.inputs.size(), nullptr);
     row_off.assign(s.inputs.size(), nullptr);
     inner_stride.assign(s.inputs.size(), 0);
+    int64_t j = 0;
     for (size_t k = 0; k < s.inputs.size(); ++k) {
       input_index[s.inputs[k].instr] = static_cast<int32_t>(k);
       if (s.inputs[k].arg >= 0) continue;
       const Instr& si = g.instrs[s.inputs[k].storage()];
-      llvm::Value* base =
-          b.CreateInBoundsGEP(b.getInt8Ty(), scalars, b.getInt64(16 * int64_t{si.slot}));
+      llvm::Value* base = b.CreateInBoundsGEP(b.getInt8Ty(), scalars, b.getInt64(16 * j++));
       llvm::Value* v =
           is_floating(si.dtype)
               ? b.CreateLoad(b.getDoubleTy(), base)

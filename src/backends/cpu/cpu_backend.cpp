@@ -64,6 +64,7 @@ class CpuBackend : public backend::Backend {
     for (size_t i = 0; i < n; ++i) ptr[i] = resolve(p.loc[i], i);
 
     std::vector<void*> bufs;
+    std::vector<backend::ScalarValue> local_scalars;
     for (const Step& s : p.steps) {
       if (s.numel == 0 && s.pre_copies.empty()) continue;
       if (s.kind == StepKind::Fused) {
@@ -76,7 +77,12 @@ class CpuBackend : public backend::Backend {
         if (s.numel == 0) continue;
         KernelFn fn = p.kernels[s.spec];
         void* const* bp = bufs.data();
-        const backend::ScalarValue* sc = args.scalars.data();
+        // The kernel reads its own scalar inputs, in the order of the spec's inputs.
+        local_scalars.clear();
+        for (const auto& fi : p.specs[s.spec].inputs) {
+          if (fi.arg < 0) local_scalars.push_back(args.scalars[g.instrs[fi.storage()].slot]);
+        }
+        const backend::ScalarValue* sc = local_scalars.data();
         ThreadPool& pool = ThreadPool::get();
         if (s.reduce < 0) {
           pool.parallel_for(s.numel, 64, kParallelMin,
