@@ -1,6 +1,7 @@
 // CPU backend: float32 matmul at 1024^2 and 2048^2 through lazyx against oneDNN's sgemm called
 // directly, float64 matmul at 512^2 against the reference kernel, a batched q @ k^T reading the
-// transposed view in place against copying it, and the compile time of 100- and 1000-node graphs.
+// transposed view in place against copying it, a linear layer's bias + relu pass, and the compile
+// time of 100- and 1000-node graphs.
 // Prints "name value unit" lines.
 #include <dnnl.h>
 #include <omp.h>
@@ -135,6 +136,25 @@ int main(int argc, char** argv) {
     std::printf(
         "batched_qkT_8x8x256x64 views %.2f ms copied %.2f ms ratio_copied_over_views %.2f\n", v, c,
         c / v);
+  }
+  {  // A linear layer's bias + relu: the loop that follows the GEMM in the GEMM's own output,
+     // against the bare GEMM, alternating; the difference bounds what a fused epilogue can save.
+    Tensor x = rand({256, 784}), w = rand({512, 784}), b = rand({512});
+    mark_step();
+    std::vector<double> ms[2];
+    for (int round = 0; round < 6; ++round) {
+      const int epi = round % 2;
+      for (int r = 0; r < reps + 1; ++r) {
+        auto t0 = Clock::now();
+        Tensor y = epi ? (x.matmul(w.t()) + b).relu() : x.matmul(w.t());
+        mark_step();
+        auto t1 = Clock::now();
+        if (r >= 1) ms[epi].push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+      }
+    }
+    double g = median(ms[0]), e = median(ms[1]);
+    std::printf("linear_256x784x512 gemm %.3f ms gemm_bias_relu %.3f ms ratio_epilogue_over_gemm %.3f\n",
+                g, e, e / g);
   }
   Tensor x = rand({1000});
   mark_step();

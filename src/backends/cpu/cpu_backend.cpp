@@ -8,6 +8,7 @@
 #include "backends/cpu/codegen.h"
 #include "backends/cpu/gemm.h"
 #include "backends/cpu/plan.h"
+#include "backends/cpu/plan_gemm.h"
 #include "backends/cpu/thread_pool.h"
 #include "backends/reference/kernels.h"
 #include "ir/shape_infer.h"
@@ -29,7 +30,7 @@ class CpuBackend : public backend::Backend {
   std::string name() const override { return "cpu"; }
 
   std::unique_ptr<backend::Program> compile(const LoweredGraph& g) override {
-    auto p = plan(g);
+    auto p = plan(widen_half_matmuls(g));
     p->kernels = compile_fused(p->g, p->specs, p->code);
     return p;
   }

@@ -83,4 +83,44 @@ bool accum_candidate(const LoweredGraph& g, int32_t m, const std::vector<int32_t
   return true;
 }
 
+LoweredGraph widen_half_matmuls(const LoweredGraph& g) {
+  auto half = [](Dtype d) { return d == kFloat16 || d == kBFloat16; };
+  bool any = false;
+  for (const Instr& in : g.instrs) {
+    any |= in.op == Op::Matmul && half(in.dtype) && in.inputs.size() == 2 &&
+           g.instrs[in.inputs[0]].dtype == in.dtype && g.instrs[in.inputs[1]].dtype == in.dtype;
+  }
+  if (!any) return g;
+  LoweredGraph w = g;
+  w.instrs.clear();
+  std::vector<int32_t> moved(g.instrs.size(), -1);  // old index -> new index
+  auto push = [&](Instr in) {
+    w.instrs.push_back(std::move(in));
+    return static_cast<int32_t>(w.instrs.size() - 1);
+  };
+  for (size_t i = 0; i < g.instrs.size(); ++i) {
+    Instr in = g.instrs[i];
+    for (int32_t& c : in.inputs) c = moved[c];
+    const bool widen = in.op == Op::Matmul && half(in.dtype) && in.inputs.size() == 2 &&
+                       w.instrs[in.inputs[0]].dtype == in.dtype &&
+                       w.instrs[in.inputs[1]].dtype == in.dtype;
+    if (!widen) {
+      moved[i] = push(std::move(in));
+      continue;
+    }
+    const Dtype d = in.dtype;
+    for (int32_t& c : in.inputs) {
+      Instr cast{Op::Cast, kFloat32, w.instrs[c].shape, {}, {c}, -1};
+      c = push(std::move(cast));
+    }
+    in.dtype = kFloat32;
+    const Shape shape = in.shape;
+    int32_t m = push(std::move(in));
+    moved[i] = push(Instr{Op::Cast, d, shape, {}, {m}, -1});
+  }
+  for (int32_t& o : w.outputs) o = moved[o];
+  for (int32_t& p : w.param_instr) p = moved[p];
+  return w;
+}
+
 }  // namespace lazyx::cpu

@@ -1,5 +1,6 @@
 // The GEMM side of the cpu plan: which matmul operands sgemm reads through their views, and
-// which matmuls absorb the add/sub that consumes them (accumulating epilogues, alpha and beta).
+// which matmuls absorb the add/sub that consumes them (accumulating epilogues, alpha and beta),
+// and 16-bit matmuls rewritten to run in float32.
 #pragma once
 
 #include <cstdint>
@@ -32,5 +33,10 @@ bool accum_candidate(const backend::LoweredGraph& g, int32_t m,
                      const std::vector<int32_t>& consumer, const std::vector<int32_t>& nuses,
                      const std::vector<int32_t>& group,
                      const std::vector<std::vector<int32_t>>& outputs, Accum& a);
+
+// g with every float16/bfloat16 matmul computed in float32: its operands cast up, one sgemm,
+// the product rounded once (how PyTorch's CPU bfloat16 GEMM accumulates). Other matmuls keep
+// their dtype; integer ones use the reference kernel, whose int64 wrap-around no float GEMM has.
+backend::LoweredGraph widen_half_matmuls(const backend::LoweredGraph& g);
 
 }  // namespace lazyx::cpu
