@@ -11,7 +11,6 @@
 #include <ATen/ATen.h>
 #include <c10/core/StorageImpl.h>
 #include <c10/core/TensorImpl.h>
-
 #include <lazyx/lazyx.h>
 
 namespace lazyx_bridge {
@@ -67,7 +66,7 @@ at::Tensor wrap_view(lazyx::Tensor t, const at::Tensor& of);
 
 // Host <-> device transfers.
 lazyx::Tensor upload(const at::Tensor& cpu);  // any CPU tensor; returns a base tensor
-at::Tensor download(const lazyx::Tensor& t);   // a contiguous CPU tensor (partial sync)
+at::Tensor download(const lazyx::Tensor& t);  // a contiguous CPU tensor (partial sync)
 
 // A CPU 0-dim wrapped number (`x + 1` in Python) as a scalar operand.
 bool is_cpu_scalar(const at::Tensor& t);
@@ -77,7 +76,7 @@ lazyx::Scalar cpu_scalar(const at::Tensor& t);
 // torch.manual_seed makes device randomness reproducible.
 void seed_from_torch(c10::optional<at::Generator> gen);
 
-// as_strided over a storage, built from lazyx's public view ops.
+// as_strided over the storage of `self` (lazyx::Tensor::as_strided on its base).
 lazyx::Tensor as_strided(const at::Tensor& self, c10::IntArrayRef sizes, c10::IntArrayRef strides,
                          int64_t offset);
 

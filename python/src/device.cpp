@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <mutex>
-#include <numeric>
 #include <typeinfo>
 
 #include "bridge.h"
@@ -46,8 +45,7 @@ c10::Storage make_storage(const lazyx::Tensor& root) {
 }  // namespace
 
 LzTensorImpl::LzTensorImpl(lazyx::Tensor t, c10::Storage storage)
-    : c10::TensorImpl(std::move(storage),
-                      c10::DispatchKeySet{c10::DispatchKey::PrivateUse1},
+    : c10::TensorImpl(std::move(storage), c10::DispatchKeySet{c10::DispatchKey::PrivateUse1},
                       c10::scalarTypeToTypeMeta(to_at(t.dtype()))),
       tensor_(std::move(t)) {
   refresh_meta();
@@ -93,8 +91,7 @@ c10::intrusive_ptr<c10::TensorImpl> LzTensorImpl::shallow_copy_and_detach(
     c10::VariableVersion&& version_counter, bool allow_tensor_metadata_change) const {
   fresh_ = false;
   auto impl = c10::make_intrusive<LzTensorImpl>(tensor_, storage_);
-  copy_tensor_metadata(this, impl.get(), std::move(version_counter),
-                       allow_tensor_metadata_change);
+  copy_tensor_metadata(this, impl.get(), std::move(version_counter), allow_tensor_metadata_change);
   impl->refresh_numel();
   return impl;
 }
@@ -113,17 +110,25 @@ void LzTensorImpl::shallow_copy_from(const c10::intrusive_ptr<c10::TensorImpl>& 
 // Conversions.
 lazyx::Dtype to_lz(c10::ScalarType t) {
   switch (t) {
-    case c10::ScalarType::Bool: return lazyx::kBool;
-    case c10::ScalarType::Int: return lazyx::kInt32;
-    case c10::ScalarType::Long: return lazyx::kInt64;
-    case c10::ScalarType::Half: return lazyx::kFloat16;
-    case c10::ScalarType::BFloat16: return lazyx::kBFloat16;
-    case c10::ScalarType::Float: return lazyx::kFloat32;
-    case c10::ScalarType::Double: return lazyx::kFloat64;
+    case c10::ScalarType::Bool:
+      return lazyx::kBool;
+    case c10::ScalarType::Int:
+      return lazyx::kInt32;
+    case c10::ScalarType::Long:
+      return lazyx::kInt64;
+    case c10::ScalarType::Half:
+      return lazyx::kFloat16;
+    case c10::ScalarType::BFloat16:
+      return lazyx::kBFloat16;
+    case c10::ScalarType::Float:
+      return lazyx::kFloat32;
+    case c10::ScalarType::Double:
+      return lazyx::kFloat64;
     // Narrow integer types have no lazyx counterpart; they live on the device as int32.
     case c10::ScalarType::Byte:
     case c10::ScalarType::Char:
-    case c10::ScalarType::Short: return lazyx::kInt32;
+    case c10::ScalarType::Short:
+      return lazyx::kInt32;
     default:
       TORCH_CHECK(false, "[lazyx] dtype ", t,
                   " is not supported on the lazyx device. Use float32, float64, float16, "
@@ -133,13 +138,20 @@ lazyx::Dtype to_lz(c10::ScalarType t) {
 
 c10::ScalarType to_at(lazyx::Dtype d) {
   switch (d) {
-    case lazyx::Dtype::Bool: return c10::ScalarType::Bool;
-    case lazyx::Dtype::Int32: return c10::ScalarType::Int;
-    case lazyx::Dtype::Int64: return c10::ScalarType::Long;
-    case lazyx::Dtype::Float16: return c10::ScalarType::Half;
-    case lazyx::Dtype::BFloat16: return c10::ScalarType::BFloat16;
-    case lazyx::Dtype::Float32: return c10::ScalarType::Float;
-    case lazyx::Dtype::Float64: return c10::ScalarType::Double;
+    case lazyx::Dtype::Bool:
+      return c10::ScalarType::Bool;
+    case lazyx::Dtype::Int32:
+      return c10::ScalarType::Int;
+    case lazyx::Dtype::Int64:
+      return c10::ScalarType::Long;
+    case lazyx::Dtype::Float16:
+      return c10::ScalarType::Half;
+    case lazyx::Dtype::BFloat16:
+      return c10::ScalarType::BFloat16;
+    case lazyx::Dtype::Float32:
+      return c10::ScalarType::Float;
+    case lazyx::Dtype::Float64:
+      return c10::ScalarType::Double;
   }
   return c10::ScalarType::Float;
 }
@@ -157,16 +169,15 @@ c10::Scalar to_at_scalar(const lazyx::Scalar& s) {
   return c10::Scalar(static_cast<int64_t>(s.to_int()));
 }
 
-bool is_lazyx(const at::Tensor& t) {
-  return t.defined() && t.device().type() == kDeviceType;
-}
+bool is_lazyx(const at::Tensor& t) { return t.defined() && t.device().type() == kDeviceType; }
 
 LzTensorImpl* lz_impl(const at::Tensor& t) {
   TORCH_CHECK(t.defined(), "[lazyx] expected a tensor, got an undefined one.");
   c10::TensorImpl* p = t.unsafeGetTensorImpl();
   // LzTensorImpl is final, so an exact type check (cheaper than dynamic_cast) is enough.
   auto* impl = typeid(*p) == typeid(LzTensorImpl) ? static_cast<LzTensorImpl*>(p) : nullptr;
-  TORCH_CHECK(impl != nullptr, "[lazyx] expected a tensor on the lazyx device (privateuseone), got one on ",
+  TORCH_CHECK(impl != nullptr,
+              "[lazyx] expected a tensor on the lazyx device (privateuseone), got one on ",
               t.device(), ". Move it with .to(lazyx.device()).");
   return impl;
 }
@@ -177,12 +188,18 @@ bool is_cpu_scalar(const at::Tensor& t) {
 
 lazyx::Scalar cpu_scalar(const at::Tensor& t) {
   switch (t.scalar_type()) {
-    case c10::ScalarType::Double: return lazyx::Scalar(*t.data_ptr<double>());
-    case c10::ScalarType::Float: return lazyx::Scalar(static_cast<double>(*t.data_ptr<float>()));
-    case c10::ScalarType::Long: return lazyx::Scalar(static_cast<long long>(*t.data_ptr<int64_t>()));
-    case c10::ScalarType::Int: return lazyx::Scalar(static_cast<long long>(*t.data_ptr<int32_t>()));
-    case c10::ScalarType::Bool: return lazyx::Scalar(*t.data_ptr<bool>());
-    default: return to_lz(t.item());
+    case c10::ScalarType::Double:
+      return lazyx::Scalar(*t.data_ptr<double>());
+    case c10::ScalarType::Float:
+      return lazyx::Scalar(static_cast<double>(*t.data_ptr<float>()));
+    case c10::ScalarType::Long:
+      return lazyx::Scalar(static_cast<long long>(*t.data_ptr<int64_t>()));
+    case c10::ScalarType::Int:
+      return lazyx::Scalar(static_cast<long long>(*t.data_ptr<int32_t>()));
+    case c10::ScalarType::Bool:
+      return lazyx::Scalar(*t.data_ptr<bool>());
+    default:
+      return to_lz(t.item());
   }
 }
 
@@ -212,8 +229,11 @@ lazyx::Tensor upload(const at::Tensor& cpu) {
   switch (c.scalar_type()) {
     case c10::ScalarType::Byte:
     case c10::ScalarType::Char:
-    case c10::ScalarType::Short: c = c.to(at::kInt); break;
-    default: break;
+    case c10::ScalarType::Short:
+      c = c.to(at::kInt);
+      break;
+    default:
+      break;
   }
   const lazyx::Dtype d = to_lz(c.scalar_type());  // raises for unsupported dtypes
   char none = 0;
@@ -242,95 +262,16 @@ void seed_from_torch(c10::optional<at::Generator> gen) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// as_strided(sizes, strides, offset) over the storage of `self`, expressed with narrow, view,
-// unsqueeze, expand and permute on the flat storage. It covers every layout whose dimensions,
-// sorted by stride, nest without overlap (all views PyTorch itself produces, and the CopySlices
-// replays autograd does); overlapping layouts (unfold-like) raise.
+// as_strided(sizes, strides, offset) over the storage of `self`: lazyx's own strided window onto
+// the storage's base. Overlapping windows (unfold with step < size) can be read; lazyx refuses
+// in-place writes through them.
 lazyx::Tensor as_strided(const at::Tensor& self, c10::IntArrayRef sizes, c10::IntArrayRef strides,
                          int64_t offset) {
   TORCH_CHECK(sizes.size() == strides.size(), "[as_strided] sizes and strides differ in length.");
   auto* st = dynamic_cast<LzStorage*>(lz_impl(self)->storage().unsafeGetStorageImpl());
   TORCH_CHECK(st != nullptr, "[as_strided] the tensor has no lazyx storage.");
-  lazyx::Tensor root = st->root;
-  const int64_t n = static_cast<int64_t>(sizes.size());
-  const int64_t N = root.numel();
-  // Fast path: the tensor's own layout.
-  const lazyx::Tensor& cur_t = lz_impl(self)->tensor();
-  if (std::equal(sizes.begin(), sizes.end(), cur_t.sizes().begin(), cur_t.sizes().end()) &&
-      std::equal(strides.begin(), strides.end(), cur_t.strides().begin(), cur_t.strides().end()) &&
-      offset == cur_t.storage_offset()) {
-    return cur_t.view(cur_t.sizes());
-  }
-  int64_t numel = 1;
-  for (int64_t s : sizes) numel *= s;
-  if (numel == 0) {
-    TORCH_CHECK(false, "[as_strided] empty results are not supported on the lazyx device.");
-  }
-  int64_t max_index = offset;
-  for (int64_t i = 0; i < n; ++i) max_index += (sizes[i] - 1) * strides[i];
-  TORCH_CHECK(offset >= 0 && max_index < N, "[as_strided] sizes ", sizes, ", strides ", strides,
-              " and offset ", offset, " reach outside the storage of ", N, " elements.");
-  // The dimensions that move through memory, outermost (largest stride) first.
-  std::vector<int64_t> order;
-  for (int64_t i = 0; i < n; ++i) {
-    if (sizes[i] > 1 && strides[i] > 0) order.push_back(i);
-  }
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int64_t a, int64_t b) { return strides[a] > strides[b]; });
-  lazyx::Tensor cur = root.flatten();  // [N], stride 1
-  int64_t row_len = N, pos = offset;
-  for (size_t j = 0; j < order.size(); ++j) {
-    const int64_t sz = sizes[order[j]], sd = strides[order[j]];
-    int64_t inner = 1;
-    for (size_t k = j + 1; k < order.size(); ++k) inner += (sizes[order[k]] - 1) * strides[order[k]];
-    TORCH_CHECK(inner <= sd, "[as_strided] overlapping layout (sizes ", sizes, ", strides ", strides,
-                ") is not supported on the lazyx device.");
-    const int64_t last = cur.dim() - 1;
-    if (inner == 1) {
-      // The innermost moving dim: a strided slice (works up to the end of the storage, as for
-      // diagonal()).
-      cur = cur.slice(last, pos, pos + (sz - 1) * sd + 1, sd).unsqueeze(last + 1);
-      row_len = 1;
-      pos = 0;
-      continue;
-    }
-    // Rows of length sd starting at `start`; the element sits at column c of the first row.
-    int64_t c = std::max<int64_t>(0, pos + sz * sd - row_len);
-    TORCH_CHECK(c <= std::min(pos, sd - inner), "[as_strided] layout (sizes ", sizes, ", strides ",
-                strides, ", offset ", offset, ") cannot be expressed over this storage.");
-    const int64_t start = pos - c;
-    cur = cur.narrow(last, start, sz * sd);
-    lazyx::Shape vs = cur.sizes();
-    vs.back() = sz;
-    vs.push_back(sd);
-    cur = cur.view(vs).narrow(last + 1, c, inner);
-    row_len = inner;
-    pos = 0;
-  }
-  // The last dimension now has length 1 at position `pos`.
-  cur = cur.narrow(cur.dim() - 1, pos, 1).squeeze(cur.dim() - 1);
-  // Put the moving dims back in order and insert size-1 and stride-0 dims.
-  std::vector<int64_t> perm(order.size());
-  std::vector<int64_t> rank(n, -1);
-  for (size_t j = 0; j < order.size(); ++j) rank[order[j]] = static_cast<int64_t>(j);
-  {
-    // Dims of cur are in `order` order; we want them in ascending original index.
-    std::vector<int64_t> sorted = order;
-    std::sort(sorted.begin(), sorted.end());
-    for (size_t j = 0; j < sorted.size(); ++j) perm[j] = rank[sorted[j]];
-    bool identity = true;
-    for (size_t j = 0; j < perm.size(); ++j) identity = identity && perm[j] == static_cast<int64_t>(j);
-    if (!identity) cur = cur.permute(perm);
-  }
-  bool need_expand = false;
-  for (int64_t i = 0; i < n; ++i) {
-    if (!(sizes[i] > 1 && strides[i] > 0)) {
-      cur = cur.unsqueeze(i);
-      if (sizes[i] > 1) need_expand = true;
-    }
-  }
-  if (need_expand) cur = cur.expand(lazyx::Shape(sizes.begin(), sizes.end()));
-  return cur;
+  return st->root.as_strided(lazyx::Shape(sizes.begin(), sizes.end()),
+                             lazyx::Shape(strides.begin(), strides.end()), offset);
 }
 
 }  // namespace lazyx_bridge

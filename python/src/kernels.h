@@ -4,6 +4,7 @@
 #pragma once
 
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "bridge.h"
@@ -44,5 +45,35 @@ at::Tensor& assign(at::Tensor& self, LT v, bool v_is_private);
 
 // dst <- src, any direction between CPU and the device.
 void copy_impl(const at::Tensor& dst, const at::Tensor& src);
+
+// Engine errors raised while an op is traced reach Python as lazyx.LazyxError with the engine's
+// message: torch's bindings turn a torch::PyTorchError into its python_type() (module.cpp).
+[[noreturn]] void rethrow_op_error(const lazyx::Error& e);
+
+// Kernel F with engine errors rethrown by rethrow_op_error; register kernels with LZ_FN(f).
+template <auto F>
+struct Guarded;
+template <class R, class... A, R (*F)(A...)>
+struct Guarded<F> {
+  static R call(A... a) {
+    try {
+      return F(std::forward<A>(a)...);
+    } catch (const lazyx::Error& e) {
+      rethrow_op_error(e);
+    }
+  }
+};
+#define LZ_FN(f) TORCH_FN(::lazyx_bridge::Guarded<&f>::call)
+
+// For ops that run on CPU: a device tensor's CPU copy (CPU and undefined tensors pass as they
+// are), and a CPU result moved to the device.
+inline at::Tensor to_cpu(const at::Tensor& t) { return is_lazyx(t) ? t.cpu() : t; }
+inline c10::optional<at::Tensor> to_cpu(const c10::optional<at::Tensor>& t) {
+  if (!t.has_value()) return t;
+  return to_cpu(*t);
+}
+inline at::Tensor to_device(const at::Tensor& t) {
+  return t.defined() && !is_lazyx(t) ? t.to(device()) : t;
+}
 
 }  // namespace lazyx_bridge

@@ -46,7 +46,8 @@ void copy_impl(const Tensor& dst, const Tensor& src) {
     }
     return;
   }
-  TORCH_CHECK(is_lazyx(src), "[lazyx] copy_ between two non-lazyx tensors reached the lazyx device.");
+  TORCH_CHECK(is_lazyx(src),
+              "[lazyx] copy_ between two non-lazyx tensors reached the lazyx device.");
   at::Tensor c = download(lz(src));
   dst.copy_(c);
 }
@@ -108,14 +109,19 @@ Tensor clone(const Tensor& self, optional<c10::MemoryFormat>) { return wrap(lz(s
 c10::Scalar _local_scalar_dense(const Tensor& self) {
   LT t = lz(self);
   switch (t.dtype()) {
-    case lazyx::Dtype::Bool: return c10::Scalar(t.item<bool>());
+    case lazyx::Dtype::Bool:
+      return c10::Scalar(t.item<bool>());
     case lazyx::Dtype::Int32:
-    case lazyx::Dtype::Int64: return c10::Scalar(t.item<int64_t>());
-    case lazyx::Dtype::Float16: return c10::Scalar(c10::Half(static_cast<float>(t.item<double>())));
+    case lazyx::Dtype::Int64:
+      return c10::Scalar(t.item<int64_t>());
+    case lazyx::Dtype::Float16:
+      return c10::Scalar(c10::Half(static_cast<float>(t.item<double>())));
     case lazyx::Dtype::BFloat16:
       return c10::Scalar(c10::BFloat16(static_cast<float>(t.item<double>())));
-    case lazyx::Dtype::Float32: return c10::Scalar(static_cast<float>(t.item<double>()));
-    case lazyx::Dtype::Float64: return c10::Scalar(t.item<double>());
+    case lazyx::Dtype::Float32:
+      return c10::Scalar(static_cast<float>(t.item<double>()));
+    case lazyx::Dtype::Float64:
+      return c10::Scalar(t.item<double>());
   }
   return c10::Scalar(0);
 }
@@ -123,7 +129,8 @@ c10::Scalar _local_scalar_dense(const Tensor& self) {
 Tensor& fill_scalar(Tensor& self, const c10::Scalar& v) {
   LzTensorImpl* impl = lz_impl(self);
   if (impl->fresh()) {
-    return assign(self, lazyx::full(impl->tensor().sizes(), to_lz(v), impl->tensor().dtype()), true);
+    return assign(self, lazyx::full(impl->tensor().sizes(), to_lz(v), impl->tensor().dtype()),
+                  true);
   }
   // The old buffer is not read; at mark_step the engine donates it to the new value anyway
   // (an unread parameter), so zero_grad(set_to_none=False) allocates nothing.
@@ -179,9 +186,10 @@ Tensor& random_to(Tensor& self, int64_t to, optional<at::Generator> gen) {
 }
 Tensor& random_all(Tensor& self, optional<at::Generator> gen) {
   LT t = lz_impl(self)->tensor();
-  int64_t hi = t.dtype() == lazyx::kFloat32 ? (int64_t{1} << 24) + 1
-             : t.dtype() == lazyx::kFloat64 ? (int64_t{1} << 53) + 1
-             : t.dtype() == lazyx::kBool ? 2 : (int64_t{1} << 31) - 1;
+  int64_t hi = t.dtype() == lazyx::kFloat32   ? (int64_t{1} << 24) + 1
+               : t.dtype() == lazyx::kFloat64 ? (int64_t{1} << 53) + 1
+               : t.dtype() == lazyx::kBool    ? 2
+                                              : (int64_t{1} << 31) - 1;
   return random_range(self, 0, hi, gen);
 }
 
@@ -192,7 +200,8 @@ Tensor& bernoulli_float(Tensor& self, double p, optional<at::Generator> gen) {
   return assign(self, r, true);
 }
 
-Tensor& arange_out(const c10::Scalar& start, const c10::Scalar& end, const c10::Scalar& step, Tensor& out) {
+Tensor& arange_out(const c10::Scalar& start, const c10::Scalar& end, const c10::Scalar& step,
+                   Tensor& out) {
   LzTensorImpl* impl = lz_impl(out);
   LT r = lazyx::arange(to_lz(start), to_lz(end), to_lz(step), impl->tensor().dtype());
   if (r.sizes() != impl->tensor().sizes()) {
@@ -204,24 +213,24 @@ Tensor& arange_out(const c10::Scalar& start, const c10::Scalar& end, const c10::
 }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("empty.memory_format", TORCH_FN(empty_memory_format));
-  m.impl("empty_strided", TORCH_FN(empty_strided));
-  m.impl("copy_", TORCH_FN(copy_));
-  m.impl("_copy_from", TORCH_FN(_copy_from));
-  m.impl("_copy_from_and_resize", TORCH_FN(_copy_from_and_resize));
-  m.impl("resize_", TORCH_FN(resize_));
-  m.impl("clone", TORCH_FN(clone));
-  m.impl("_local_scalar_dense", TORCH_FN(_local_scalar_dense));
-  m.impl("fill_.Scalar", TORCH_FN(fill_scalar));
-  m.impl("fill_.Tensor", TORCH_FN(fill_tensor));
-  m.impl("zero_", TORCH_FN(zero_));
-  m.impl("normal_", TORCH_FN(normal_));
-  m.impl("uniform_", TORCH_FN(uniform_));
-  m.impl("random_.from", TORCH_FN(random_from));
-  m.impl("random_.to", TORCH_FN(random_to));
-  m.impl("random_", TORCH_FN(random_all));
-  m.impl("bernoulli_.float", TORCH_FN(bernoulli_float));
-  m.impl("arange.start_out", TORCH_FN(arange_out));
+  m.impl("empty.memory_format", LZ_FN(empty_memory_format));
+  m.impl("empty_strided", LZ_FN(empty_strided));
+  m.impl("copy_", LZ_FN(copy_));
+  m.impl("_copy_from", LZ_FN(_copy_from));
+  m.impl("_copy_from_and_resize", LZ_FN(_copy_from_and_resize));
+  m.impl("resize_", LZ_FN(resize_));
+  m.impl("clone", LZ_FN(clone));
+  m.impl("_local_scalar_dense", LZ_FN(_local_scalar_dense));
+  m.impl("fill_.Scalar", LZ_FN(fill_scalar));
+  m.impl("fill_.Tensor", LZ_FN(fill_tensor));
+  m.impl("zero_", LZ_FN(zero_));
+  m.impl("normal_", LZ_FN(normal_));
+  m.impl("uniform_", LZ_FN(uniform_));
+  m.impl("random_.from", LZ_FN(random_from));
+  m.impl("random_.to", LZ_FN(random_to));
+  m.impl("random_", LZ_FN(random_all));
+  m.impl("bernoulli_.float", LZ_FN(bernoulli_float));
+  m.impl("arange.start_out", LZ_FN(arange_out));
 }
 
 }  // namespace

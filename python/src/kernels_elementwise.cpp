@@ -21,9 +21,12 @@ Tensor add_t(const Tensor& a, const Tensor& b, const c10::Scalar& alpha) {
 }
 Tensor& add__t(Tensor& a, const Tensor& b, const c10::Scalar& alpha) {
   LT t = lz(a);
-  if (is_cpu_scalar(b)) t.add_(cpu_scalar(b), to_lz(alpha));
-  else if (is_one(alpha)) t.add_(lz(b));
-  else t.add_(lz(b), to_lz(alpha));
+  if (is_cpu_scalar(b))
+    t.add_(cpu_scalar(b), to_lz(alpha));
+  else if (is_one(alpha))
+    t.add_(lz(b));
+  else
+    t.add_(lz(b), to_lz(alpha));
   return a;
 }
 Tensor add_s(const Tensor& a, const c10::Scalar& b, const c10::Scalar& alpha) {
@@ -41,9 +44,12 @@ Tensor sub_t(const Tensor& a, const Tensor& b, const c10::Scalar& alpha) {
 }
 Tensor& sub__t(Tensor& a, const Tensor& b, const c10::Scalar& alpha) {
   LT t = lz(a);
-  if (is_cpu_scalar(b)) t.sub_(cpu_scalar(b), to_lz(alpha));
-  else if (is_one(alpha)) t.sub_(lz(b));
-  else t.sub_(lz(b), to_lz(alpha));
+  if (is_cpu_scalar(b))
+    t.sub_(cpu_scalar(b), to_lz(alpha));
+  else if (is_one(alpha))
+    t.sub_(lz(b));
+  else
+    t.sub_(lz(b), to_lz(alpha));
   return a;
 }
 Tensor sub_s(const Tensor& a, const c10::Scalar& b, const c10::Scalar& alpha) {
@@ -65,23 +71,25 @@ Tensor rsub_s(const Tensor& a, const c10::Scalar& b, const c10::Scalar& alpha) {
   return wrap(to_lz(b) - x);
 }
 
-#define BINARY_TS(NAME, METHOD, OPERATOR)                                            \
-  Tensor NAME##_t(const Tensor& a, const Tensor& b) {                                \
-    if (is_cpu_scalar(b) && is_lazyx(a)) return wrap(lz(a).METHOD(cpu_scalar(b)));   \
-    if (is_cpu_scalar(a) && is_lazyx(b)) return wrap(cpu_scalar(a) OPERATOR lz(b));  \
-    return wrap(lz(a).METHOD(lz(b)));                                                \
-  }                                                                                  \
-  Tensor& NAME##__t(Tensor& a, const Tensor& b) {                                    \
-    LT t = lz(a);                                                                    \
-    if (is_cpu_scalar(b)) t.METHOD##_(cpu_scalar(b));                                \
-    else t.METHOD##_(lz(b));                                                         \
-    return a;                                                                        \
-  }                                                                                  \
+#define BINARY_TS(NAME, METHOD, OPERATOR)                                                         \
+  Tensor NAME##_t(const Tensor& a, const Tensor& b) {                                             \
+    if (is_cpu_scalar(b) && is_lazyx(a)) return wrap(lz(a).METHOD(cpu_scalar(b)));                \
+    if (is_cpu_scalar(a) && is_lazyx(b)) return wrap(cpu_scalar(a) OPERATOR lz(b));               \
+    return wrap(lz(a).METHOD(lz(b)));                                                             \
+  }                                                                                               \
+  Tensor& NAME##__t(Tensor& a, const Tensor& b) {                                                 \
+    LT t = lz(a);                                                                                 \
+    if (is_cpu_scalar(b))                                                                         \
+      t.METHOD##_(cpu_scalar(b));                                                                 \
+    else                                                                                          \
+      t.METHOD##_(lz(b));                                                                         \
+    return a;                                                                                     \
+  }                                                                                               \
   Tensor NAME##_s(const Tensor& a, const c10::Scalar& b) { return wrap(lz(a).METHOD(to_lz(b))); } \
-  Tensor& NAME##__s(Tensor& a, const c10::Scalar& b) {                               \
-    LT t = lz(a);                                                                    \
-    t.METHOD##_(to_lz(b));                                                           \
-    return a;                                                                        \
+  Tensor& NAME##__s(Tensor& a, const c10::Scalar& b) {                                            \
+    LT t = lz(a);                                                                                 \
+    t.METHOD##_(to_lz(b));                                                                        \
+    return a;                                                                                     \
   }
 BINARY_TS(mul, mul, *)
 BINARY_TS(div, div, /)
@@ -98,8 +106,12 @@ Tensor& pow__s(Tensor& a, const c10::Scalar& e) {
   return a;
 }
 
-Tensor maximum(const Tensor& a, const Tensor& b) { return wrap(lazyx::maximum(lz(a), operand(b, lz(a)))); }
-Tensor minimum(const Tensor& a, const Tensor& b) { return wrap(lazyx::minimum(lz(a), operand(b, lz(a)))); }
+Tensor maximum(const Tensor& a, const Tensor& b) {
+  return wrap(lazyx::maximum(lz(a), operand(b, lz(a))));
+}
+Tensor minimum(const Tensor& a, const Tensor& b) {
+  return wrap(lazyx::minimum(lz(a), operand(b, lz(a))));
+}
 Tensor& maximum_out(const Tensor& a, const Tensor& b, Tensor& out) {
   LT r = lazyx::maximum(lz(a), operand(b, lz(a)));
   LT o = lz(out);
@@ -124,8 +136,12 @@ Tensor& clamp_(Tensor& a, const optional<c10::Scalar>& lo, const optional<c10::S
   t.clamp_(opt(lo), opt(hi));
   return a;
 }
-Tensor clamp_min(const Tensor& a, const c10::Scalar& lo) { return wrap(lz(a).clamp(to_lz(lo), std::nullopt)); }
-Tensor clamp_max(const Tensor& a, const c10::Scalar& hi) { return wrap(lz(a).clamp(std::nullopt, to_lz(hi))); }
+Tensor clamp_min(const Tensor& a, const c10::Scalar& lo) {
+  return wrap(lz(a).clamp(to_lz(lo), std::nullopt));
+}
+Tensor clamp_max(const Tensor& a, const c10::Scalar& hi) {
+  return wrap(lz(a).clamp(std::nullopt, to_lz(hi)));
+}
 Tensor& clamp_min_(Tensor& a, const c10::Scalar& lo) {
   LT t = lz(a);
   t.clamp_(to_lz(lo), std::nullopt);
@@ -164,12 +180,12 @@ Tensor& lerp__s(Tensor& s, const Tensor& e, const c10::Scalar& w) {
   return s;
 }
 
-#define UNARY(NAME)                                                        \
-  Tensor NAME(const Tensor& a) { return wrap(lz(a).NAME()); }              \
-  Tensor& NAME##_(Tensor& a) {                                             \
-    LT t = lz(a);                                                          \
-    t.NAME##_();                                                           \
-    return a;                                                              \
+#define UNARY(NAME)                                           \
+  Tensor NAME(const Tensor& a) { return wrap(lz(a).NAME()); } \
+  Tensor& NAME##_(Tensor& a) {                                \
+    LT t = lz(a);                                             \
+    t.NAME##_();                                              \
+    return a;                                                 \
   }
 UNARY(neg)
 UNARY(abs)
@@ -184,20 +200,27 @@ UNARY(sin)
 UNARY(cos)
 #undef UNARY
 Tensor logical_not(const Tensor& a) { return wrap(lz(a).logical_not()); }
-Tensor logical_and(const Tensor& a, const Tensor& b) { return wrap(lz(a).to(lazyx::kBool).logical_and(lz(b).to(lazyx::kBool))); }
-Tensor logical_or(const Tensor& a, const Tensor& b) { return wrap(lz(a).to(lazyx::kBool).logical_or(lz(b).to(lazyx::kBool))); }
-Tensor silu(const Tensor& a) { LT x = lz(a); return wrap(x.mul(x.sigmoid())); }
+Tensor logical_and(const Tensor& a, const Tensor& b) {
+  return wrap(lz(a).to(lazyx::kBool).logical_and(lz(b).to(lazyx::kBool)));
+}
+Tensor logical_or(const Tensor& a, const Tensor& b) {
+  return wrap(lz(a).to(lazyx::kBool).logical_or(lz(b).to(lazyx::kBool)));
+}
+Tensor silu(const Tensor& a) {
+  LT x = lz(a);
+  return wrap(x.mul(x.sigmoid()));
+}
 Tensor silu_backward(const Tensor& g, const Tensor& a) {
   LT x = lz(a);
   LT s = x.sigmoid();
   return wrap(lz(g).mul(s.mul(x.mul(s.neg().add(1.0)).add(1.0))));
 }
 
-#define COMPARE(NAME)                                                                    \
+#define COMPARE(NAME)                                                                           \
   Tensor NAME##_s(const Tensor& a, const c10::Scalar& b) { return wrap(lz(a).NAME(to_lz(b))); } \
-  Tensor NAME##_t(const Tensor& a, const Tensor& b) {                                    \
-    if (is_cpu_scalar(b)) return wrap(lz(a).NAME(cpu_scalar(b)));                       \
-    return wrap(lz(a).NAME(lz(b)));                                                      \
+  Tensor NAME##_t(const Tensor& a, const Tensor& b) {                                           \
+    if (is_cpu_scalar(b)) return wrap(lz(a).NAME(cpu_scalar(b)));                               \
+    return wrap(lz(a).NAME(lz(b)));                                                             \
   }
 COMPARE(eq)
 COMPARE(ne)
@@ -246,7 +269,10 @@ Tensor sign_k(const Tensor& a) {
   if (x.dtype() == lazyx::kBool) return wrap(x.clone());
   return wrap(x.gt(0).to(x.dtype()).sub(x.lt(0).to(x.dtype())));
 }
-Tensor isnan_k(const Tensor& a) { LT x = lz(a); return wrap(x.ne(x)); }
+Tensor isnan_k(const Tensor& a) {
+  LT x = lz(a);
+  return wrap(x.ne(x));
+}
 Tensor reciprocal(const Tensor& a) {
   LT x = lz(a);
   if (!lazyx::is_floating(x.dtype())) x = x.to(lazyx::kFloat32);
@@ -259,46 +285,46 @@ Tensor& reciprocal_(Tensor& a) {
 }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("add.Tensor", TORCH_FN(add_t));
-  m.impl("add_.Tensor", TORCH_FN(add__t));
-  m.impl("add.Scalar", TORCH_FN(add_s));
-  m.impl("add_.Scalar", TORCH_FN(add__s));
-  m.impl("sub.Tensor", TORCH_FN(sub_t));
-  m.impl("sub_.Tensor", TORCH_FN(sub__t));
-  m.impl("sub.Scalar", TORCH_FN(sub_s));
-  m.impl("sub_.Scalar", TORCH_FN(sub__s));
-  m.impl("rsub.Tensor", TORCH_FN(rsub_t));
-  m.impl("rsub.Scalar", TORCH_FN(rsub_s));
-  m.impl("mul.Tensor", TORCH_FN(mul_t));
-  m.impl("mul_.Tensor", TORCH_FN(mul__t));
-  m.impl("mul.Scalar", TORCH_FN(mul_s));
-  m.impl("mul_.Scalar", TORCH_FN(mul__s));
-  m.impl("div.Tensor", TORCH_FN(div_t));
-  m.impl("div_.Tensor", TORCH_FN(div__t));
-  m.impl("div.Scalar", TORCH_FN(div_s));
-  m.impl("div_.Scalar", TORCH_FN(div__s));
-  m.impl("pow.Tensor_Scalar", TORCH_FN(pow_ts));
-  m.impl("pow.Tensor_Tensor", TORCH_FN(pow_tt));
-  m.impl("pow_.Scalar", TORCH_FN(pow__s));
-  m.impl("maximum", TORCH_FN(maximum));
-  m.impl("minimum", TORCH_FN(minimum));
-  m.impl("maximum.out", TORCH_FN(maximum_out));
-  m.impl("minimum.out", TORCH_FN(minimum_out));
-  m.impl("clamp", TORCH_FN(clamp));
-  m.impl("clamp_", TORCH_FN(clamp_));
-  m.impl("clamp_min", TORCH_FN(clamp_min));
-  m.impl("clamp_max", TORCH_FN(clamp_max));
-  m.impl("clamp_min_", TORCH_FN(clamp_min_));
-  m.impl("where.self", TORCH_FN(where_self));
-  m.impl("addcmul", TORCH_FN(addcmul));
-  m.impl("addcmul_", TORCH_FN(addcmul_));
-  m.impl("addcdiv", TORCH_FN(addcdiv));
-  m.impl("addcdiv_", TORCH_FN(addcdiv_));
-  m.impl("lerp.Scalar", TORCH_FN(lerp_s));
-  m.impl("lerp_.Scalar", TORCH_FN(lerp__s));
-#define REG_UNARY(NAME)                    \
-  m.impl(#NAME, TORCH_FN(NAME));           \
-  m.impl(#NAME "_", TORCH_FN(NAME##_));
+  m.impl("add.Tensor", LZ_FN(add_t));
+  m.impl("add_.Tensor", LZ_FN(add__t));
+  m.impl("add.Scalar", LZ_FN(add_s));
+  m.impl("add_.Scalar", LZ_FN(add__s));
+  m.impl("sub.Tensor", LZ_FN(sub_t));
+  m.impl("sub_.Tensor", LZ_FN(sub__t));
+  m.impl("sub.Scalar", LZ_FN(sub_s));
+  m.impl("sub_.Scalar", LZ_FN(sub__s));
+  m.impl("rsub.Tensor", LZ_FN(rsub_t));
+  m.impl("rsub.Scalar", LZ_FN(rsub_s));
+  m.impl("mul.Tensor", LZ_FN(mul_t));
+  m.impl("mul_.Tensor", LZ_FN(mul__t));
+  m.impl("mul.Scalar", LZ_FN(mul_s));
+  m.impl("mul_.Scalar", LZ_FN(mul__s));
+  m.impl("div.Tensor", LZ_FN(div_t));
+  m.impl("div_.Tensor", LZ_FN(div__t));
+  m.impl("div.Scalar", LZ_FN(div_s));
+  m.impl("div_.Scalar", LZ_FN(div__s));
+  m.impl("pow.Tensor_Scalar", LZ_FN(pow_ts));
+  m.impl("pow.Tensor_Tensor", LZ_FN(pow_tt));
+  m.impl("pow_.Scalar", LZ_FN(pow__s));
+  m.impl("maximum", LZ_FN(maximum));
+  m.impl("minimum", LZ_FN(minimum));
+  m.impl("maximum.out", LZ_FN(maximum_out));
+  m.impl("minimum.out", LZ_FN(minimum_out));
+  m.impl("clamp", LZ_FN(clamp));
+  m.impl("clamp_", LZ_FN(clamp_));
+  m.impl("clamp_min", LZ_FN(clamp_min));
+  m.impl("clamp_max", LZ_FN(clamp_max));
+  m.impl("clamp_min_", LZ_FN(clamp_min_));
+  m.impl("where.self", LZ_FN(where_self));
+  m.impl("addcmul", LZ_FN(addcmul));
+  m.impl("addcmul_", LZ_FN(addcmul_));
+  m.impl("addcdiv", LZ_FN(addcdiv));
+  m.impl("addcdiv_", LZ_FN(addcdiv_));
+  m.impl("lerp.Scalar", LZ_FN(lerp_s));
+  m.impl("lerp_.Scalar", LZ_FN(lerp__s));
+#define REG_UNARY(NAME)       \
+  m.impl(#NAME, LZ_FN(NAME)); \
+  m.impl(#NAME "_", LZ_FN(NAME##_));
   REG_UNARY(neg)
   REG_UNARY(abs)
   REG_UNARY(exp)
@@ -311,14 +337,14 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   REG_UNARY(sin)
   REG_UNARY(cos)
 #undef REG_UNARY
-  m.impl("logical_not", TORCH_FN(logical_not));
-  m.impl("logical_and", TORCH_FN(logical_and));
-  m.impl("logical_or", TORCH_FN(logical_or));
-  m.impl("silu", TORCH_FN(silu));
-  m.impl("silu_backward", TORCH_FN(silu_backward));
-#define REG_CMP(NAME)                                 \
-  m.impl(#NAME ".Scalar", TORCH_FN(NAME##_s));        \
-  m.impl(#NAME ".Tensor", TORCH_FN(NAME##_t));
+  m.impl("logical_not", LZ_FN(logical_not));
+  m.impl("logical_and", LZ_FN(logical_and));
+  m.impl("logical_or", LZ_FN(logical_or));
+  m.impl("silu", LZ_FN(silu));
+  m.impl("silu_backward", LZ_FN(silu_backward));
+#define REG_CMP(NAME)                       \
+  m.impl(#NAME ".Scalar", LZ_FN(NAME##_s)); \
+  m.impl(#NAME ".Tensor", LZ_FN(NAME##_t));
   REG_CMP(eq)
   REG_CMP(ne)
   REG_CMP(lt)
@@ -326,16 +352,16 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   REG_CMP(gt)
   REG_CMP(ge)
 #undef REG_CMP
-  m.impl("gelu", TORCH_FN(gelu));
-  m.impl("gelu_backward", TORCH_FN(gelu_backward));
-  m.impl("threshold_backward", TORCH_FN(threshold_backward));
-  m.impl("sigmoid_backward", TORCH_FN(sigmoid_backward));
-  m.impl("tanh_backward", TORCH_FN(tanh_backward));
-  m.impl("sign", TORCH_FN(sign_k));
-  m.impl("sgn", TORCH_FN(sign_k));
-  m.impl("isnan", TORCH_FN(isnan_k));
-  m.impl("reciprocal", TORCH_FN(reciprocal));
-  m.impl("reciprocal_", TORCH_FN(reciprocal_));
+  m.impl("gelu", LZ_FN(gelu));
+  m.impl("gelu_backward", LZ_FN(gelu_backward));
+  m.impl("threshold_backward", LZ_FN(threshold_backward));
+  m.impl("sigmoid_backward", LZ_FN(sigmoid_backward));
+  m.impl("tanh_backward", LZ_FN(tanh_backward));
+  m.impl("sign", LZ_FN(sign_k));
+  m.impl("sgn", LZ_FN(sign_k));
+  m.impl("isnan", LZ_FN(isnan_k));
+  m.impl("reciprocal", LZ_FN(reciprocal));
+  m.impl("reciprocal_", LZ_FN(reciprocal_));
 }
 
 }  // namespace

@@ -1,11 +1,17 @@
 // The boxed fallback (every op without a native kernel runs on CPU and is counted as
-// "aten::<op>", as PyTorch/XLA does) and the _foreach_* kernels.
+// "aten::<op>", as PyTorch/XLA does), the ops that run on CPU through their own wrapper
+// (batch norm, convolutions) and the _foreach_* kernels.
+#include <ATen/ATen.h>
 #include <ATen/native/CPUFallback.h>
 #include <torch/library.h>
 
+#include <array>
 #include <mutex>
 #include <string>
+#include <tuple>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include "kernels.h"
 
@@ -75,9 +81,12 @@ const c10::OperatorHandle* foreach_target(const c10::OperatorHandle& op) {
   std::string base = "aten::" + name.name.substr(std::string("aten::_foreach_").size());
   std::vector<std::string> overloads;
   const std::string& ov = name.overload_name;
-  if (ov == "List") overloads = {"Tensor", ""};
-  else if (ov == "Scalar" || ov == "ScalarList" || ov == "Tensor") overloads = {"Scalar", ""};
-  else overloads = {"", "Scalar"};
+  if (ov == "List")
+    overloads = {"Tensor", ""};
+  else if (ov == "Scalar" || ov == "ScalarList" || ov == "Tensor")
+    overloads = {"Scalar", ""};
+  else
+    overloads = {"", "Scalar"};
   const c10::OperatorHandle* found = nullptr;
   // An in-place foreach op without an in-place per-tensor op (maximum_) uses the out-of-place
   // op and copies the result into self.
@@ -97,7 +106,6 @@ const c10::OperatorHandle* foreach_target(const c10::OperatorHandle& op) {
   cache[key] = found;
   return found;
 }
-
 
 void foreach_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const c10::OperatorHandle* target = foreach_target(op);
@@ -167,9 +175,28 @@ void foreach_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   if (returns) stack->push_back(c10::IValue(results));
 }
 
+// True if an annotation marks a value (or, for a list, its elements) as an alias of an input that
+// the op does not write: a view op's return, as `Tensor(a)` in `unfold(Tensor(a) self, ...)`.
+bool is_view_alias(const c10::AliasInfo* ai) {
+  if (ai == nullptr) return false;
+  if (!ai->isWrite() && !ai->beforeSets().empty()) return true;
+  for (const c10::AliasInfo& c : ai->containedTypes()) {
+    if (is_view_alias(&c)) return true;
+  }
+  return false;
+}
+
 void lazyx_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  lazyx::metrics::add_counter(op.schema().name());
-  for (const auto& a : op.schema().arguments()) {
+  const auto& schema = op.schema();
+  // On CPU a view op would return a copy, and writes through it would be silently lost.
+  for (const auto& r : schema.returns()) {
+    TORCH_CHECK(!is_view_alias(r.alias_info()), "[", schema.name(),
+                "] is a view op without a lazyx kernel: the CPU fallback would return a copy, not "
+                "a view. Call .cpu() on the input first, or add a view kernel to "
+                "python/src/kernels_views.cpp.");
+  }
+  lazyx::metrics::add_counter(schema.name());
+  for (const auto& a : schema.arguments()) {
     if (a.alias_info() != nullptr && a.alias_info()->isWrite() &&
         a.type()->kind() == c10::TypeKind::ListType) {
       tensor_list_fallback(op, stack);
@@ -179,8 +206,69 @@ void lazyx_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   at::native::cpu_fallback(op, stack);
 }
 
+// A boxed kernel with engine errors rethrown as lazyx.LazyxError (LZ_FN for boxed kernels).
+template <void (*F)(const c10::OperatorHandle&, torch::jit::Stack*)>
+void guarded_boxed(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  try {
+    F(op, stack);
+  } catch (const lazyx::Error& e) {
+    rethrow_op_error(e);
+  }
+}
+
+// native_batch_norm on CPU. Its schema does not mark running_mean/running_var as written (no
+// `(a!)`), so cpu_fallback would drop their update; this copies them back in place.
+std::tuple<Tensor, Tensor, Tensor> native_batch_norm(const Tensor& input,
+                                                     const c10::optional<Tensor>& weight,
+                                                     const c10::optional<Tensor>& bias,
+                                                     const c10::optional<Tensor>& running_mean,
+                                                     const c10::optional<Tensor>& running_var,
+                                                     bool training, double momentum, double eps) {
+  lazyx::metrics::add_counter("aten::native_batch_norm");
+  c10::optional<Tensor> mean_c = to_cpu(running_mean), var_c = to_cpu(running_var);
+  auto r = at::native_batch_norm(to_cpu(input), to_cpu(weight), to_cpu(bias), mean_c, var_c,
+                                 training, momentum, eps);
+  if (training) {
+    if (running_mean.has_value() && is_lazyx(*running_mean)) copy_impl(*running_mean, *mean_c);
+    if (running_var.has_value() && is_lazyx(*running_var)) copy_impl(*running_var, *var_c);
+  }
+  return {to_device(std::get<0>(r)), to_device(std::get<1>(r)), to_device(std::get<2>(r))};
+}
+
+// Convolutions run on CPU: torch sends every convolution on a PrivateUse1 device to these two
+// "overrideable" ops, which have no CPU fallback of their own.
+Tensor convolution_overrideable(const Tensor& input, const Tensor& weight,
+                                const c10::optional<Tensor>& bias, c10::IntArrayRef stride,
+                                c10::IntArrayRef padding, c10::IntArrayRef dilation,
+                                bool transposed, c10::IntArrayRef output_padding, int64_t groups) {
+  lazyx::metrics::add_counter("aten::convolution_overrideable");
+  return to_device(at::convolution(to_cpu(input), to_cpu(weight), to_cpu(bias), stride, padding,
+                                   dilation, transposed, output_padding, groups));
+}
+
+std::tuple<Tensor, Tensor, Tensor> convolution_backward_overrideable(
+    const Tensor& grad_output, const Tensor& input, const Tensor& weight, c10::IntArrayRef stride,
+    c10::IntArrayRef padding, c10::IntArrayRef dilation, bool transposed,
+    c10::IntArrayRef output_padding, int64_t groups, std::array<bool, 3> output_mask) {
+  lazyx::metrics::add_counter("aten::convolution_backward_overrideable");
+  // The bias has one element per output channel.
+  const int64_t out_channels = transposed ? weight.size(1) * groups : weight.size(0);
+  std::vector<int64_t> bias_sizes = {out_channels};
+  auto r = at::convolution_backward(
+      to_cpu(grad_output), to_cpu(input), to_cpu(weight),
+      output_mask[2] ? at::OptionalIntArrayRef(bias_sizes) : at::OptionalIntArrayRef(), stride,
+      padding, dilation, transposed, output_padding, groups, output_mask);
+  return {to_device(std::get<0>(r)), to_device(std::get<1>(r)), to_device(std::get<2>(r))};
+}
+
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
-  m.fallback(torch::CppFunction::makeFromBoxedFunction<&lazyx_fallback>());
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&guarded_boxed<&lazyx_fallback>>());
+}
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("native_batch_norm", LZ_FN(native_batch_norm));
+  m.impl("convolution_overrideable", LZ_FN(convolution_overrideable));
+  m.impl("convolution_backward_overrideable", LZ_FN(convolution_backward_overrideable));
 }
 
 }  // namespace
@@ -189,11 +277,14 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
 void register_foreach_kernels() {
   static torch::Library* lib = nullptr;
   if (lib != nullptr) return;
-  lib = new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
+  lib = new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__,
+                           __LINE__);
   for (const c10::OperatorName& name : c10::Dispatcher::singleton().getAllOpNames()) {
     if (name.name.rfind("aten::_foreach_", 0) != 0) continue;
-    std::string full = name.name.substr(6) + (name.overload_name.empty() ? "" : "." + name.overload_name);
-    lib->impl(full.c_str(), torch::CppFunction::makeFromBoxedFunction<&foreach_kernel>());
+    std::string full =
+        name.name.substr(6) + (name.overload_name.empty() ? "" : "." + name.overload_name);
+    lib->impl(full.c_str(),
+              torch::CppFunction::makeFromBoxedFunction<&guarded_boxed<&foreach_kernel>>());
   }
 }
 

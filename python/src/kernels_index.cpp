@@ -2,6 +2,7 @@
 // Patterns without a native lowering run on CPU and are counted like the fallback.
 #include <ATen/ATen.h>
 #include <ATen/ops/_index_put_impl_ops.h>
+#include <ATen/ops/embedding_dense_backward_ops.h>
 #include <ATen/ops/index_ops.h>
 #include <torch/library.h>
 
@@ -78,12 +79,15 @@ c10::List<optional<Tensor>> cpu_indices(const c10::List<optional<Tensor>>& indic
   c10::List<optional<Tensor>> out;
   for (size_t i = 0; i < indices.size(); ++i) {
     const optional<Tensor> ix = indices.get(i);
-    out.push_back(ix.has_value() && ix->defined() ? optional<Tensor>(ix->cpu()) : optional<Tensor>());
+    out.push_back(ix.has_value() && ix->defined() ? optional<Tensor>(ix->cpu())
+                                                  : optional<Tensor>());
   }
   return out;
 }
 
-bool is_mask(const Tensor& t) { return t.scalar_type() == at::kBool || t.scalar_type() == at::kByte; }
+bool is_mask(const Tensor& t) {
+  return t.scalar_type() == at::kBool || t.scalar_type() == at::kByte;
+}
 
 // A single bool mask of self's shape.
 bool full_mask(const Tensor& self, const c10::List<optional<Tensor>>& indices) {
@@ -92,8 +96,8 @@ bool full_mask(const Tensor& self, const c10::List<optional<Tensor>>& indices) {
   return ix.has_value() && ix->defined() && is_mask(*ix) && ix->sizes() == self.sizes();
 }
 
-Tensor& index_put_impl_(Tensor& self, const c10::List<optional<Tensor>>& indices, const Tensor& values,
-                        bool accumulate, bool unsafe) {
+Tensor& index_put_impl_(Tensor& self, const c10::List<optional<Tensor>>& indices,
+                        const Tensor& values, bool accumulate, bool unsafe) {
   if (simple_indices(indices)) {
     std::vector<LT> ix;
     for (size_t i = 0; i < indices.size(); ++i) ix.push_back(lz(*indices.get(i)));
@@ -143,7 +147,11 @@ Tensor index_tensor(const Tensor& self, const c10::List<optional<Tensor>>& indic
 
 Tensor embedding_dense_backward(const Tensor& grad, const Tensor& indices, c10::SymInt num_weights,
                                 int64_t padding_idx, bool scale_grad_by_freq) {
-  TORCH_CHECK(!scale_grad_by_freq, "[embedding] scale_grad_by_freq is not supported on the lazyx device.");
+  if (scale_grad_by_freq) {  // no native lowering: runs on CPU, counted like the fallback
+    lazyx::metrics::add_counter("aten::embedding_dense_backward");
+    return to_device(at::_ops::embedding_dense_backward::call(to_cpu(grad), to_cpu(indices),
+                                                              num_weights, padding_idx, true));
+  }
   LT idx = lz(indices).reshape({-1});
   const int64_t D = grad.size(-1);
   LT g = lz(grad).reshape({-1, D});
@@ -166,21 +174,21 @@ Tensor cat(const at::ITensorListRef& tensors, int64_t dim) {
 }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("index_select", TORCH_FN(index_select));
-  m.impl("index_copy_", TORCH_FN(index_copy_));
-  m.impl("index_copy", TORCH_FN(index_copy));
-  m.impl("gather", TORCH_FN(gather));
-  m.impl("scatter.src", TORCH_FN(scatter_src));
-  m.impl("scatter_.src", TORCH_FN(scatter__src));
-  m.impl("scatter_add", TORCH_FN(scatter_add));
-  m.impl("scatter_add_", TORCH_FN(scatter_add_));
-  m.impl("masked_fill.Scalar", TORCH_FN(masked_fill_s));
-  m.impl("masked_fill_.Scalar", TORCH_FN(masked_fill__s));
-  m.impl("masked_fill_.Tensor", TORCH_FN(masked_fill__t));
-  m.impl("_index_put_impl_", TORCH_FN(index_put_impl_));
-  m.impl("index.Tensor", TORCH_FN(index_tensor));
-  m.impl("embedding_dense_backward", TORCH_FN(embedding_dense_backward));
-  m.impl("cat", TORCH_FN(cat));
+  m.impl("index_select", LZ_FN(index_select));
+  m.impl("index_copy_", LZ_FN(index_copy_));
+  m.impl("index_copy", LZ_FN(index_copy));
+  m.impl("gather", LZ_FN(gather));
+  m.impl("scatter.src", LZ_FN(scatter_src));
+  m.impl("scatter_.src", LZ_FN(scatter__src));
+  m.impl("scatter_add", LZ_FN(scatter_add));
+  m.impl("scatter_add_", LZ_FN(scatter_add_));
+  m.impl("masked_fill.Scalar", LZ_FN(masked_fill_s));
+  m.impl("masked_fill_.Scalar", LZ_FN(masked_fill__s));
+  m.impl("masked_fill_.Tensor", LZ_FN(masked_fill__t));
+  m.impl("_index_put_impl_", LZ_FN(index_put_impl_));
+  m.impl("index.Tensor", LZ_FN(index_tensor));
+  m.impl("embedding_dense_backward", LZ_FN(embedding_dense_backward));
+  m.impl("cat", LZ_FN(cat));
 }
 
 }  // namespace

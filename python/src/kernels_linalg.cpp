@@ -45,13 +45,13 @@ Tensor dot(const Tensor& a, const Tensor& b) { return wrap(lz(a).mul(lz(b)).sum(
 Tensor mv(const Tensor& a, const Tensor& v) { return wrap(lazyx::matmul(lz(a), lz(v))); }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("mm", TORCH_FN(mm));
-  m.impl("bmm", TORCH_FN(bmm));
-  m.impl("addmm", TORCH_FN(addmm));
-  m.impl("addmm.out", TORCH_FN(addmm_out));
-  m.impl("mm.out", TORCH_FN(mm_out));
-  m.impl("dot", TORCH_FN(dot));
-  m.impl("mv", TORCH_FN(mv));
+  m.impl("mm", LZ_FN(mm));
+  m.impl("bmm", LZ_FN(bmm));
+  m.impl("addmm", LZ_FN(addmm));
+  m.impl("addmm.out", LZ_FN(addmm_out));
+  m.impl("mm.out", LZ_FN(mm_out));
+  m.impl("dot", LZ_FN(dot));
+  m.impl("mv", LZ_FN(mv));
 }
 
 }  // namespace

@@ -24,8 +24,11 @@ std::vector<int64_t> opt_dims(at::OptionalIntArrayRef dim) {
   if (!dim.has_value()) return {};
   return to_dims(*dim);
 }
-Tensor sum(const Tensor& a, optional<c10::ScalarType> dtype) { return wrap(sum_input(a, dtype).sum()); }
-Tensor sum_dim(const Tensor& a, at::OptionalIntArrayRef dim, bool keepdim, optional<c10::ScalarType> dtype) {
+Tensor sum(const Tensor& a, optional<c10::ScalarType> dtype) {
+  return wrap(sum_input(a, dtype).sum());
+}
+Tensor sum_dim(const Tensor& a, at::OptionalIntArrayRef dim, bool keepdim,
+               optional<c10::ScalarType> dtype) {
   if (a.dim() == 0) return wrap(sum_input(a, dtype).clone());
   return wrap(sum_input(a, dtype).sum(opt_dims(dim), keepdim));
 }
@@ -34,14 +37,19 @@ Tensor mean(const Tensor& a, optional<c10::ScalarType> dtype) {
   if (dtype.has_value() && x.dtype() != to_lz(*dtype)) x = x.to(to_lz(*dtype));
   return wrap(x.mean());
 }
-Tensor mean_dim(const Tensor& a, at::OptionalIntArrayRef dim, bool keepdim, optional<c10::ScalarType> dtype) {
+Tensor mean_dim(const Tensor& a, at::OptionalIntArrayRef dim, bool keepdim,
+                optional<c10::ScalarType> dtype) {
   LT x = lz(a);
   if (dtype.has_value() && x.dtype() != to_lz(*dtype)) x = x.to(to_lz(*dtype));
   if (a.dim() == 0) return wrap(x.clone());
   return wrap(x.mean(opt_dims(dim), keepdim));
 }
-Tensor amax(const Tensor& a, c10::IntArrayRef dim, bool keepdim) { return wrap(lz(a).amax(to_dims(dim), keepdim)); }
-Tensor amin(const Tensor& a, c10::IntArrayRef dim, bool keepdim) { return wrap(lz(a).amin(to_dims(dim), keepdim)); }
+Tensor amax(const Tensor& a, c10::IntArrayRef dim, bool keepdim) {
+  return wrap(lz(a).amax(to_dims(dim), keepdim));
+}
+Tensor amin(const Tensor& a, c10::IntArrayRef dim, bool keepdim) {
+  return wrap(lz(a).amin(to_dims(dim), keepdim));
+}
 Tensor max_all(const Tensor& a) { return wrap(lz(a).amax()); }
 Tensor min_all(const Tensor& a) { return wrap(lz(a).amin()); }
 std::tuple<Tensor, Tensor> max_dim(const Tensor& a, int64_t dim, bool keepdim) {
@@ -67,7 +75,8 @@ LT vector_norm(LT x, double p, const std::vector<int64_t>& dims, bool keepdim) {
 Tensor norm_scalar(const Tensor& a, const c10::Scalar& p) {
   return wrap(vector_norm(lz(a), p.toDouble(), {}, false));
 }
-Tensor norm_opt_dim(const Tensor& a, const optional<c10::Scalar>& p, c10::IntArrayRef dim, bool keepdim) {
+Tensor norm_opt_dim(const Tensor& a, const optional<c10::Scalar>& p, c10::IntArrayRef dim,
+                    bool keepdim) {
   return wrap(vector_norm(lz(a), p.has_value() ? p->toDouble() : 2.0, to_dims(dim), keepdim));
 }
 Tensor linalg_vector_norm(const Tensor& a, const c10::Scalar& ord, at::OptionalIntArrayRef dim,
@@ -76,7 +85,8 @@ Tensor linalg_vector_norm(const Tensor& a, const c10::Scalar& ord, at::OptionalI
   if (dtype.has_value() && x.dtype() != to_lz(*dtype)) x = x.to(to_lz(*dtype));
   return wrap(vector_norm(x, ord.toDouble(), opt_dims(dim), keepdim));
 }
-LT var_impl(const Tensor& a, at::OptionalIntArrayRef dim, optional<int64_t> correction, bool keepdim) {
+LT var_impl(const Tensor& a, at::OptionalIntArrayRef dim, optional<int64_t> correction,
+            bool keepdim) {
   LT x = lz(a);
   if (!lazyx::is_floating(x.dtype())) x = x.to(lazyx::kFloat32);
   std::vector<int64_t> dims = opt_dims(dim);
@@ -90,14 +100,20 @@ LT var_impl(const Tensor& a, at::OptionalIntArrayRef dim, optional<int64_t> corr
   const double denom = std::max<double>(0.0, static_cast<double>(n - correction.value_or(1)));
   return xc.mul(xc).sum(dims, keepdim).div(denom);
 }
-Tensor var_k(const Tensor& a, at::OptionalIntArrayRef dim, optional<int64_t> correction, bool keepdim) {
+Tensor var_k(const Tensor& a, at::OptionalIntArrayRef dim, optional<int64_t> correction,
+             bool keepdim) {
   return wrap(var_impl(a, dim, correction, keepdim));
 }
-Tensor std_k(const Tensor& a, at::OptionalIntArrayRef dim, optional<int64_t> correction, bool keepdim) {
+Tensor std_k(const Tensor& a, at::OptionalIntArrayRef dim, optional<int64_t> correction,
+             bool keepdim) {
   return wrap(var_impl(a, dim, correction, keepdim).sqrt());
 }
-Tensor all_k(const Tensor& a) { return wrap(lz(a).ne(0).to(lazyx::kInt32).amin().to(lazyx::kBool)); }
-Tensor any_k(const Tensor& a) { return wrap(lz(a).ne(0).to(lazyx::kInt32).amax().to(lazyx::kBool)); }
+Tensor all_k(const Tensor& a) {
+  return wrap(lz(a).ne(0).to(lazyx::kInt32).amin().to(lazyx::kBool));
+}
+Tensor any_k(const Tensor& a) {
+  return wrap(lz(a).ne(0).to(lazyx::kInt32).amax().to(lazyx::kBool));
+}
 
 Tensor _softmax(const Tensor& a, int64_t dim, bool) { return wrap(lz(a).softmax(dim)); }
 Tensor _log_softmax(const Tensor& a, int64_t dim, bool) { return wrap(lz(a).log_softmax(dim)); }
@@ -105,7 +121,8 @@ Tensor _softmax_backward_data(const Tensor& grad, const Tensor& out, int64_t dim
   LT g = lz(grad), y = lz(out);
   return wrap(y.mul(g.sub(g.mul(y).sum({dim}, true))));
 }
-Tensor _log_softmax_backward_data(const Tensor& grad, const Tensor& out, int64_t dim, c10::ScalarType) {
+Tensor _log_softmax_backward_data(const Tensor& grad, const Tensor& out, int64_t dim,
+                                  c10::ScalarType) {
   LT g = lz(grad), y = lz(out);
   return wrap(g.sub(y.exp().mul(g.sum({dim}, true))));
 }
@@ -160,14 +177,17 @@ Tensor mse_loss(const Tensor& self, const Tensor& target, int64_t reduction) {
   if (reduction == 2) return wrap(sq.sum());
   return wrap(sq.mean());
 }
-Tensor mse_loss_backward(const Tensor& grad, const Tensor& self, const Tensor& target, int64_t reduction) {
+Tensor mse_loss_backward(const Tensor& grad, const Tensor& self, const Tensor& target,
+                         int64_t reduction) {
   LT d = lz(self).sub(operand(target, lz(self)));
-  double scale = reduction == 1 ? 2.0 / static_cast<double>(std::max<int64_t>(1, self.numel())) : 2.0;
+  double scale =
+      reduction == 1 ? 2.0 / static_cast<double>(std::max<int64_t>(1, self.numel())) : 2.0;
   return wrap(d.mul(scale).mul(lz(grad)));
 }
 
 // Layer norm over the trailing normalized_shape dims; mean and rstd keep those dims as size 1.
-std::tuple<Tensor, Tensor, Tensor> native_layer_norm(const Tensor& input, c10::SymIntArrayRef nshape,
+std::tuple<Tensor, Tensor, Tensor> native_layer_norm(const Tensor& input,
+                                                     c10::SymIntArrayRef nshape,
                                                      const optional<Tensor>& weight,
                                                      const optional<Tensor>& bias, double eps) {
   LT x = lz(input);
@@ -212,36 +232,36 @@ std::tuple<Tensor, Tensor, Tensor> native_layer_norm_backward(
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   // Reductions.
-  m.impl("sum", TORCH_FN(sum));
-  m.impl("sum.dim_IntList", TORCH_FN(sum_dim));
-  m.impl("mean", TORCH_FN(mean));
-  m.impl("mean.dim", TORCH_FN(mean_dim));
-  m.impl("amax", TORCH_FN(amax));
-  m.impl("amin", TORCH_FN(amin));
-  m.impl("max", TORCH_FN(max_all));
-  m.impl("min", TORCH_FN(min_all));
-  m.impl("max.dim", TORCH_FN(max_dim));
-  m.impl("argmax", TORCH_FN(argmax));
-  m.impl("logsumexp", TORCH_FN(logsumexp));
-  m.impl("norm.Scalar", TORCH_FN(norm_scalar));
-  m.impl("norm.ScalarOpt_dim", TORCH_FN(norm_opt_dim));
-  m.impl("linalg_vector_norm", TORCH_FN(linalg_vector_norm));
-  m.impl("all", TORCH_FN(all_k));
-  m.impl("var.correction", TORCH_FN(var_k));
-  m.impl("std.correction", TORCH_FN(std_k));
-  m.impl("any", TORCH_FN(any_k));
+  m.impl("sum", LZ_FN(sum));
+  m.impl("sum.dim_IntList", LZ_FN(sum_dim));
+  m.impl("mean", LZ_FN(mean));
+  m.impl("mean.dim", LZ_FN(mean_dim));
+  m.impl("amax", LZ_FN(amax));
+  m.impl("amin", LZ_FN(amin));
+  m.impl("max", LZ_FN(max_all));
+  m.impl("min", LZ_FN(min_all));
+  m.impl("max.dim", LZ_FN(max_dim));
+  m.impl("argmax", LZ_FN(argmax));
+  m.impl("logsumexp", LZ_FN(logsumexp));
+  m.impl("norm.Scalar", LZ_FN(norm_scalar));
+  m.impl("norm.ScalarOpt_dim", LZ_FN(norm_opt_dim));
+  m.impl("linalg_vector_norm", LZ_FN(linalg_vector_norm));
+  m.impl("all", LZ_FN(all_k));
+  m.impl("var.correction", LZ_FN(var_k));
+  m.impl("std.correction", LZ_FN(std_k));
+  m.impl("any", LZ_FN(any_k));
   // Softmax.
-  m.impl("_softmax", TORCH_FN(_softmax));
-  m.impl("_log_softmax", TORCH_FN(_log_softmax));
-  m.impl("_softmax_backward_data", TORCH_FN(_softmax_backward_data));
-  m.impl("_log_softmax_backward_data", TORCH_FN(_log_softmax_backward_data));
+  m.impl("_softmax", LZ_FN(_softmax));
+  m.impl("_log_softmax", LZ_FN(_log_softmax));
+  m.impl("_softmax_backward_data", LZ_FN(_softmax_backward_data));
+  m.impl("_log_softmax_backward_data", LZ_FN(_log_softmax_backward_data));
   // Losses and normalization.
-  m.impl("nll_loss_forward", TORCH_FN(nll_loss_forward));
-  m.impl("nll_loss_backward", TORCH_FN(nll_loss_backward));
-  m.impl("mse_loss", TORCH_FN(mse_loss));
-  m.impl("mse_loss_backward", TORCH_FN(mse_loss_backward));
-  m.impl("native_layer_norm", TORCH_FN(native_layer_norm));
-  m.impl("native_layer_norm_backward", TORCH_FN(native_layer_norm_backward));
+  m.impl("nll_loss_forward", LZ_FN(nll_loss_forward));
+  m.impl("nll_loss_backward", LZ_FN(nll_loss_backward));
+  m.impl("mse_loss", LZ_FN(mse_loss));
+  m.impl("mse_loss_backward", LZ_FN(mse_loss_backward));
+  m.impl("native_layer_norm", LZ_FN(native_layer_norm));
+  m.impl("native_layer_norm_backward", LZ_FN(native_layer_norm_backward));
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <vector>
 
 #include "kernels.h"
 
@@ -28,8 +29,8 @@ Tensor alias(const Tensor& self) { return wrap_view(lz(self).view(lz(self).sizes
 Tensor as_strided_k(const Tensor& self, c10::SymIntArrayRef size, c10::SymIntArrayRef stride,
                     optional<c10::SymInt> offset) {
   int64_t off = offset.has_value() ? offset->expect_int() : self.storage_offset();
-  return wrap_view(as_strided(self, c10::asIntArrayRefSlow(size), c10::asIntArrayRefSlow(stride), off),
-                   self);
+  return wrap_view(
+      as_strided(self, c10::asIntArrayRefSlow(size), c10::asIntArrayRefSlow(stride), off), self);
 }
 Tensor transpose(const Tensor& self, int64_t d0, int64_t d1) {
   return wrap_view(lz(self).transpose(d0, d1), self);
@@ -51,13 +52,13 @@ Tensor expand(const Tensor& self, c10::SymIntArrayRef size, bool) {
 Tensor select(const Tensor& self, int64_t dim, int64_t index) {
   dim = wrap_dim(dim, self.dim());
   int64_t n = self.size(dim);
-  TORCH_CHECK(index >= -n && index < n, "[select] index ", index, " is out of bounds for dimension ",
-              dim, " with size ", n);
+  TORCH_CHECK(index >= -n && index < n, "[select] index ", index,
+              " is out of bounds for dimension ", dim, " with size ", n);
   if (index < 0) index += n;
   return wrap_view(lz(self).select(dim, index), self);
 }
-Tensor slice(const Tensor& self, int64_t dim, optional<c10::SymInt> start, optional<c10::SymInt> end,
-             c10::SymInt step) {
+Tensor slice(const Tensor& self, int64_t dim, optional<c10::SymInt> start,
+             optional<c10::SymInt> end, c10::SymInt step) {
   dim = wrap_dim(dim, self.dim());
   int64_t n = self.size(dim);
   int64_t s = start.has_value() ? start->expect_int() : 0;
@@ -71,6 +72,28 @@ Tensor slice(const Tensor& self, int64_t dim, optional<c10::SymInt> start, optio
 Tensor unsqueeze(const Tensor& self, int64_t dim) {
   return wrap_view(lz(self).unsqueeze(wrap_dim(dim, self.dim() + 1)), self);
 }
+// unfold(dim, size, step): windows of `size` elements every `step` along dim, as a new last dim;
+// a real view (repeat and tile write their result through it).
+Tensor unfold(const Tensor& self, int64_t dim, int64_t size, int64_t step) {
+  const int64_t nd = self.dim();
+  dim = wrap_dim(dim, nd);
+  const int64_t n = nd == 0 ? 1 : self.size(dim);
+  TORCH_CHECK(size >= 0 && size <= n, "[unfold] size ", size, " does not fit dimension ", dim,
+              " of size ", n, "; use a size from 0 to ", n, ".");
+  TORCH_CHECK(step > 0, "[unfold] step is ", step, "; use a step of at least 1.");
+  std::vector<int64_t> sizes(self.sizes().begin(), self.sizes().end());
+  std::vector<int64_t> strides(self.strides().begin(), self.strides().end());
+  if (nd == 0) {
+    sizes = {size};
+    strides = {1};
+  } else {
+    sizes[dim] = (n - size) / step + 1;
+    strides[dim] *= step;
+    sizes.push_back(size);
+    strides.push_back(self.stride(dim));
+  }
+  return wrap_view(as_strided(self, sizes, strides, self.storage_offset()), self);
+}
 Tensor squeeze(const Tensor& self) { return wrap_view(lz(self).squeeze(), self); }
 Tensor squeeze_dim(const Tensor& self, int64_t dim) {
   if (self.dim() == 0) return wrap_view(lz(self).view({}), self);
@@ -78,19 +101,20 @@ Tensor squeeze_dim(const Tensor& self, int64_t dim) {
 }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("view", TORCH_FN(view));
-  m.impl("_reshape_alias", TORCH_FN(_reshape_alias));
-  m.impl("_unsafe_view", TORCH_FN(_unsafe_view));
-  m.impl("alias", TORCH_FN(alias));
-  m.impl("as_strided", TORCH_FN(as_strided_k));
-  m.impl("transpose.int", TORCH_FN(transpose));
-  m.impl("permute", TORCH_FN(permute));
-  m.impl("expand", TORCH_FN(expand));
-  m.impl("select.int", TORCH_FN(select));
-  m.impl("slice.Tensor", TORCH_FN(slice));
-  m.impl("unsqueeze", TORCH_FN(unsqueeze));
-  m.impl("squeeze", TORCH_FN(squeeze));
-  m.impl("squeeze.dim", TORCH_FN(squeeze_dim));
+  m.impl("view", LZ_FN(view));
+  m.impl("_reshape_alias", LZ_FN(_reshape_alias));
+  m.impl("_unsafe_view", LZ_FN(_unsafe_view));
+  m.impl("alias", LZ_FN(alias));
+  m.impl("as_strided", LZ_FN(as_strided_k));
+  m.impl("transpose.int", LZ_FN(transpose));
+  m.impl("permute", LZ_FN(permute));
+  m.impl("expand", LZ_FN(expand));
+  m.impl("select.int", LZ_FN(select));
+  m.impl("slice.Tensor", LZ_FN(slice));
+  m.impl("unsqueeze", LZ_FN(unsqueeze));
+  m.impl("unfold", LZ_FN(unfold));
+  m.impl("squeeze", LZ_FN(squeeze));
+  m.impl("squeeze.dim", LZ_FN(squeeze_dim));
 }
 
 }  // namespace

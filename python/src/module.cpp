@@ -1,13 +1,26 @@
 // lazyx._C: the Python API over the engine (steps, donation, reports, memory, metrics).
 #include <pybind11/stl.h>
+#include <torch/csrc/Exceptions.h>
 #include <torch/extension.h>
 
-#include "bridge.h"
+#include "kernels.h"
 
 namespace py = pybind11;
 using namespace lazyx_bridge;
 
 namespace {
+
+// lazyx.LazyxError, set when the module loads (owned by the static py::exception there).
+PyObject* lazyx_error_type = nullptr;
+
+// An engine error raised inside a kernel: torch's Python bindings (HANDLE_TH_ERRORS) raise a
+// PyTorchError as its python_type(), and the autograd engine rethrows it unchanged.
+struct OpError final : public torch::PyTorchError {
+  using torch::PyTorchError::PyTorchError;
+  PyObject* python_type() override {
+    return lazyx_error_type != nullptr ? lazyx_error_type : PyExc_RuntimeError;
+  }
+};
 
 std::vector<lazyx::Tensor> handles(const std::vector<at::Tensor>& ts) {
   std::vector<lazyx::Tensor> out;
@@ -29,10 +42,15 @@ py::dict memory_stats_dict() {
 
 }  // namespace
 
+namespace lazyx_bridge {
+void rethrow_op_error(const lazyx::Error& e) { throw OpError(e.what()); }
+}  // namespace lazyx_bridge
+
 PYBIND11_MODULE(_C, m) {
   m.doc() = "lazyx: a lazy tensor engine as PyTorch's PrivateUse1 device";
   register_foreach_kernels();
   static py::exception<lazyx::Error> lazyx_error(m, "LazyxError", PyExc_RuntimeError);
+  lazyx_error_type = lazyx_error.ptr();
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
@@ -54,9 +72,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("set_buffer_donation", [](const at::Tensor& t, bool f) {
     return lazyx::set_buffer_donation(lz_impl(t)->tensor(), f);
   });
-  m.def("get_buffer_donation", [](const at::Tensor& t) {
-    return lazyx::get_buffer_donation(lz_impl(t)->tensor());
-  });
+  m.def("get_buffer_donation",
+        [](const at::Tensor& t) { return lazyx::get_buffer_donation(lz_impl(t)->tensor()); });
   m.def("is_donated", [](const at::Tensor& t) { return lazyx::is_donated(lz_impl(t)->tensor()); });
   m.def("tensor_id", [](const at::Tensor& t) { return lz_impl(t)->tensor().id(); });
   m.def("storage_base_id", [](const at::Tensor& t) {
@@ -64,8 +81,10 @@ PYBIND11_MODULE(_C, m) {
     return st ? st->root.id() : lz_impl(t)->tensor().id();
   });
   m.def("is_pending", [](const at::Tensor& t) { return lz_impl(t)->tensor().is_pending(); });
-  m.def("graph_text", [](const std::vector<at::Tensor>& ts) { return lazyx::graph_text(handles(ts)); });
-  m.def("graph_dot", [](const std::vector<at::Tensor>& ts) { return lazyx::graph_dot(handles(ts)); });
+  m.def("graph_text",
+        [](const std::vector<at::Tensor>& ts) { return lazyx::graph_text(handles(ts)); });
+  m.def("graph_dot",
+        [](const std::vector<at::Tensor>& ts) { return lazyx::graph_dot(handles(ts)); });
   m.def("memory_stats", &memory_stats_dict);
   m.def("reset_peak_memory_stats", []() { lazyx::reset_peak_memory_stats(); });
   m.def("empty_cache", []() { lazyx::empty_cache(); });
@@ -80,15 +99,21 @@ PYBIND11_MODULE(_C, m) {
       .def_readonly("buffer_id", &lazyx::ParamReport::buffer_id)
       .def_readonly("bytes", &lazyx::ParamReport::bytes)
       .def_readonly("shape", &lazyx::ParamReport::shape)
-      .def_property_readonly("dtype", [](const lazyx::ParamReport& p) { return std::string(lazyx::dtype_name(p.dtype)); })
+      .def_property_readonly(
+          "dtype",
+          [](const lazyx::ParamReport& p) { return std::string(lazyx::dtype_name(p.dtype)); })
       .def_readonly("donated", &lazyx::ParamReport::donated)
       .def_readonly("output_index", &lazyx::ParamReport::output_index)
       .def_readonly("output_tensor_id", &lazyx::ParamReport::output_tensor_id)
-      .def_property_readonly("reason", [](const lazyx::ParamReport& p) { return std::string(lazyx::alias_reason_name(p.reason)); })
+      .def_property_readonly("reason",
+                             [](const lazyx::ParamReport& p) {
+                               return std::string(lazyx::alias_reason_name(p.reason));
+                             })
       .def_readonly("detail", &lazyx::ParamReport::detail)
       .def("__repr__", [](const lazyx::ParamReport& p) {
-        return "<ParamReport buffer " + std::to_string(p.buffer_id) + " " + std::to_string(p.bytes) +
-               " bytes " + (p.donated ? "donated" : "kept") + " (" + lazyx::alias_reason_name(p.reason) + ")>";
+        return "<ParamReport buffer " + std::to_string(p.buffer_id) + " " +
+               std::to_string(p.bytes) + " bytes " + (p.donated ? "donated" : "kept") + " (" +
+               lazyx::alias_reason_name(p.reason) + ")>";
       });
   py::class_<lazyx::StepReport>(m, "StepReport")
       .def_readonly("kind", &lazyx::StepReport::kind)
