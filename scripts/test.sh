@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The test command: installs dependencies, builds everything, runs every test through CTest
-# (GoogleTest cases, the fuzz batch and the pytest suites are all registered there), then the
-# C++ tests and a fuzz batch again under AddressSanitizer and UndefinedBehaviorSanitizer.
-# Ends with one line counting every test of both runs.
+# The test command: installs dependencies, builds everything, runs the CTest suites (GoogleTest
+# cases, the fuzz batch and self-test, the install test), then the PyTorch device's pytest suites
+# directly with /usr/bin/python3 (they are not registered in CTest), then the C++ tests and the
+# fuzz batch again under AddressSanitizer and UndefinedBehaviorSanitizer.
+# Ends with one line counting every test of every run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B=${BUILD_DIR:-build}

@@ -20,11 +20,15 @@ def _built_package_dirs():
     return [b for _, b in sorted(found, reverse=True)]
 
 
-try:
-    import lazyx  # noqa: F401  (already importable through PYTHONPATH)
-except ImportError:
-    for c in _built_package_dirs()[:1]:
-        sys.path.insert(0, c)
+# $LAZYX_PYTHONPATH wins over an installed copy (cmake --install), so test.sh tests its build.
+if os.environ.get("LAZYX_PYTHONPATH"):
+    sys.path.insert(0, os.environ["LAZYX_PYTHONPATH"])
+else:
+    try:
+        import lazyx  # noqa: F401  (already importable through PYTHONPATH or installed)
+    except ImportError:
+        for c in _built_package_dirs()[:1]:
+            sys.path.insert(0, c)
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
