@@ -327,6 +327,7 @@ std::vector<KernelFn> compile_fused(const LoweredGraph& g, const std::vector<Fus
   // Build every kernel and key it by its IR. A training step's programs (the first step, the
   // steady step, evaluation) and same-shaped parameters share most kernels: each distinct one
   // is compiled once while some program uses it.
+  static const bool sharing = !std::getenv("LAZYX_CPU_NO_KERNEL_SHARING");  // a benchmark baseline
   std::vector<Unit> units(specs.size());
   std::vector<std::shared_ptr<KernelCode>> code(specs.size());
   std::vector<int> same_as(specs.size(), -1);  // an earlier kernel of this program with this IR
@@ -353,8 +354,10 @@ std::vector<KernelFn> compile_fused(const LoweredGraph& g, const std::vector<Fus
       llvm::raw_string_ostream ks(u.key);
       u.mod->print(ks, nullptr);
       replace_all(u.key, name, "K");
-      auto [it, fresh] = seen.emplace(u.key, static_cast<int>(k));
-      if (!fresh) same_as[k] = it->second;
+      if (sharing) {
+        auto [it, fresh] = seen.emplace(u.key, static_cast<int>(k));
+        if (!fresh) same_as[k] = it->second;
+      }
     }
   }
   std::vector<size_t> todo;
@@ -362,7 +365,7 @@ std::vector<KernelFn> compile_fused(const LoweredGraph& g, const std::vector<Fus
     std::lock_guard<std::mutex> lock(jit.cache_mu);
     for (size_t k = 0; k < specs.size(); ++k) {
       if (same_as[k] >= 0) continue;
-      auto it = jit.kernel_cache.find(units[k].key);
+      auto it = sharing ? jit.kernel_cache.find(units[k].key) : jit.kernel_cache.end();
       if (it != jit.kernel_cache.end()) code[k] = it->second.lock();
       if (!code[k]) todo.push_back(k);
     }
