@@ -206,6 +206,17 @@ Tensor logical_and(const Tensor& a, const Tensor& b) {
 Tensor logical_or(const Tensor& a, const Tensor& b) {
   return wrap(lz(a).to(lazyx::kBool).logical_or(lz(b).to(lazyx::kBool)));
 }
+// In place on a bool self (autograd's clamp and where masks): the result converts to self's dtype.
+Tensor& logical_and_(Tensor& a, const Tensor& b) {
+  LT t = lz(a);
+  t.copy_(t.to(lazyx::kBool).logical_and(lz(b).to(lazyx::kBool)));
+  return a;
+}
+Tensor& logical_or_(Tensor& a, const Tensor& b) {
+  LT t = lz(a);
+  t.copy_(t.to(lazyx::kBool).logical_or(lz(b).to(lazyx::kBool)));
+  return a;
+}
 Tensor silu(const Tensor& a) {
   LT x = lz(a);
   return wrap(x.mul(x.sigmoid()));
@@ -340,6 +351,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("logical_not", LZ_FN(logical_not));
   m.impl("logical_and", LZ_FN(logical_and));
   m.impl("logical_or", LZ_FN(logical_or));
+  m.impl("logical_and_", LZ_FN(logical_and_));
+  m.impl("logical_or_", LZ_FN(logical_or_));
   m.impl("silu", LZ_FN(silu));
   m.impl("silu_backward", LZ_FN(silu_backward));
 #define REG_CMP(NAME)                       \

@@ -27,6 +27,36 @@ Tensor& index_copy_(Tensor& self, int64_t dim, const Tensor& index, const Tensor
 Tensor index_copy(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source) {
   return wrap(lz(self).index_copy(wrap_dim(dim, self.dim()), lz(index), lz(source)));
 }
+// index_fill_ and index_add through index_copy_ and scatter_add (index_copy's and
+// index_select's backward): the index is broadcast along the other dims of `dim`.
+Tensor& index_fill_(Tensor& self, int64_t dim, const Tensor& index, const c10::Scalar& value) {
+  const int64_t d = wrap_dim(dim, self.dim());
+  LT t = lz(self);
+  Shape shape = t.shape();
+  if (!shape.empty()) shape[d] = index.numel();
+  t.index_copy_(d, lz(index).reshape({index.numel()}), lazyx::full(shape, to_lz(value), t.dtype()));
+  return self;
+}
+LT index_add_value(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source,
+                   const c10::Scalar& alpha) {
+  const int64_t d = wrap_dim(dim, self.dim());
+  LT src = lz(source);
+  if (alpha.toDouble() != 1.0) src = src * to_lz(alpha);
+  Shape at(static_cast<size_t>(std::max<int64_t>(source.dim(), 1)), 1);
+  at[d] = index.numel();
+  LT idx = lz(index).reshape(at).expand(src.shape().empty() ? Shape{1} : src.shape());
+  return lz(self).scatter_add(d, idx, src.shape().empty() ? src.reshape({1}) : src);
+}
+Tensor index_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source,
+                 const c10::Scalar& alpha) {
+  return wrap(index_add_value(self, dim, index, source, alpha));
+}
+Tensor& index_add_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& source,
+                   const c10::Scalar& alpha) {
+  LT t = lz(self);
+  t.copy_(index_add_value(self, dim, index, source, alpha));
+  return self;
+}
 Tensor gather(const Tensor& self, int64_t dim, const Tensor& index, bool) {
   return wrap(lz(self).gather(wrap_dim(dim, self.dim()), lz(index)));
 }
@@ -177,6 +207,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("index_select", LZ_FN(index_select));
   m.impl("index_copy_", LZ_FN(index_copy_));
   m.impl("index_copy", LZ_FN(index_copy));
+  m.impl("index_fill_.int_Scalar", LZ_FN(index_fill_));
+  m.impl("index_add", LZ_FN(index_add));
+  m.impl("index_add_", LZ_FN(index_add_));
   m.impl("gather", LZ_FN(gather));
   m.impl("scatter.src", LZ_FN(scatter_src));
   m.impl("scatter_.src", LZ_FN(scatter__src));

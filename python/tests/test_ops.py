@@ -20,8 +20,11 @@ def _flat(o):
     return list(o) if isinstance(o, (tuple, list)) else [o]
 
 
-def check(fn, *inputs, grad=True, atol=1e-5, rtol=1e-4, grad_idx=None):
-    """Runs fn on CPU and on the device with equal inputs; compares outputs and input grads."""
+def check(fn, *inputs, grad=True, atol=1e-5, rtol=1e-4, grad_idx=None, native=True):
+    """Runs fn on CPU and on the device with equal inputs; compares outputs and input grads.
+
+    native: the device ran every op (forward and backward) without a CPU fallback."""
+    lazyx.metrics.clear_counters()
     want_grad = [grad and t.is_floating_point() and (grad_idx is None or i in grad_idx)
                  for i, t in enumerate(inputs)]
     cpu_in = [t.detach().clone().requires_grad_(g) for t, g in zip(inputs, want_grad)]
@@ -46,6 +49,9 @@ def check(fn, *inputs, grad=True, atol=1e-5, rtol=1e-4, grad_idx=None):
             if g:
                 assert d.grad is not None
                 torch.testing.assert_close(d.grad.cpu(), c.grad, atol=atol, rtol=rtol)
+    if native:
+        fell_back = [n for n in lazyx.metrics.counter_names() if n.startswith("aten::")]
+        assert not fell_back, fell_back
     return out_d
 
 
@@ -258,6 +264,11 @@ def test_index_ops():
     assert lazyx.tensor_id(d) == d_id
     torch.testing.assert_close(d.cpu(), c)
     check(lambda t, s: t.index_copy(0, idx.to(t.device), s), x, src)
+    dup = torch.tensor([2, 0, 2])
+    check(lambda t, s: t.index_add(0, dup.to(t.device), s, alpha=0.5), x, src)
+    check(lambda t, s: t.index_add(1, torch.tensor([1, 1]).to(t.device), s), x, randn(5, 2))
+    check(lambda t: t.clone().index_fill_(1, torch.tensor([0, 2]).to(t.device), -3.0), x)
+    check(lambda t: (t > 0).logical_and_(t < 1).float() + t.clamp(0, 1), x)
     check(lambda t: t.gather(1, torch.tensor([[0], [2], [1], [1], [0]]).to(t.device)), x)
     d2 = x.clone().to(DEV)
     c2 = x.clone()
