@@ -28,6 +28,9 @@ echo "[install_deps] installing: ${missing[*]}"
 SUDO=""
 [ "$(id -u)" -ne 0 ] && SUDO=sudo
 export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# apt's own output is the progress report (downloads and unpacking can take minutes).
+echo "[install_deps] apt-get update"
+$SUDO apt-get update
+echo "[install_deps] apt-get install (${#missing[@]} packages and their dependencies)"
+$SUDO apt-get install -y --no-install-recommends -o Dpkg::Progress-Fancy=0 "${missing[@]}"
 echo "[install_deps] done"

@@ -13,6 +13,7 @@
 #include "lazyx/error.h"
 #include "lazyx/debug.h"
 #include "lazyx/metrics.h"
+#include "runtime/env.h"
 
 namespace lazyx::graph {
 
@@ -130,9 +131,9 @@ backend::LoweredGraph lower(const Walk& w, const std::vector<int32_t>& donation)
   return g;
 }
 
-void finish_report(StepReport r) {
+void finish_report(StepReport r, int debug) {
   last_report = std::move(r);
-  if (env_flag("LAZYX_DEBUG", false)) std::fprintf(stderr, "%s", last_report.to_string().c_str());
+  if (debug >= 1) std::fprintf(stderr, "%s", last_report.to_string().c_str());
 }
 
 }  // namespace
@@ -140,6 +141,9 @@ void finish_report(StepReport r) {
 void sync_storages(SyncKind kind, std::vector<Storage*> targets) {
   EngineLock lock(engine_mutex());
   const char* op = kind_name(kind);
+  // Read before anything changes: an invalid value raises here, with every tensor as it was.
+  const int debug = env::debug_level();
+  const bool aliasing = env::flag("LAZYX_ENABLE_PARAM_ALIASING", true);
   if (kind == SyncKind::MarkStep) {
     metrics::add_counter("MarkStep");
     targets.clear();
@@ -159,7 +163,7 @@ void sync_storages(SyncKind kind, std::vector<Storage*> targets) {
   report.step = ++sync_counter;
   if (targets.empty()) {  // nothing to run: succeeds even on a dead backend
     report.backend = backend_name();
-    finish_report(std::move(report));
+    finish_report(std::move(report), debug);
     return;
   }
   backend::Backend& be = backend::active_backend(op);
@@ -170,7 +174,7 @@ void sync_storages(SyncKind kind, std::vector<Storage*> targets) {
   Walk w;
   DonationInput din;
   din.kind = kind;
-  din.aliasing_enabled = env_flag("LAZYX_ENABLE_PARAM_ALIASING", true);
+  din.aliasing_enabled = aliasing;
   std::unordered_map<const ir::Node*, int32_t> output_of;
   for (Storage* s : targets) {
     const ir::Node* n = s->pending_node().get();
@@ -308,7 +312,7 @@ void sync_storages(SyncKind kind, std::vector<Storage*> targets) {
       report.donated_bytes += pr.bytes;
     }
   }
-  finish_report(std::move(report));
+  finish_report(std::move(report), debug);
 }
 
 }  // namespace lazyx::graph

@@ -41,7 +41,4 @@ struct CachedProgram;
 std::shared_ptr<CachedProgram> cache_lookup(uint64_t key);
 void cache_insert(uint64_t key, std::shared_ptr<CachedProgram> p);
 
-bool env_flag(const char* name, bool dflt);
-int64_t env_int(const char* name, int64_t dflt);
-
 }  // namespace lazyx::graph

@@ -7,28 +7,14 @@
 #include "graph/executor.h"
 #include "graph/program.h"
 #include "lazyx/debug.h"
+#include "runtime/env.h"
 
 namespace lazyx::graph {
-
-bool env_flag(const char* name, bool dflt) {
-  const char* v = std::getenv(name);
-  if (!v || !*v) return dflt;
-  std::string s(v);
-  return !(s == "0" || s == "false" || s == "off" || s == "no");
-}
-
-int64_t env_int(const char* name, int64_t dflt) {
-  const char* v = std::getenv(name);
-  if (!v || !*v) return dflt;
-  char* end = nullptr;
-  long long r = std::strtoll(v, &end, 10);
-  return (end && *end == 0) ? r : dflt;
-}
 
 namespace {
 
 struct Lru {
-  size_t capacity = static_cast<size_t>(std::max<int64_t>(1, env_int("LAZYX_COMPILATION_CACHE_SIZE", 1024)));
+  size_t capacity = static_cast<size_t>(env::integer("LAZYX_COMPILATION_CACHE_SIZE", 1024, 1, int64_t{1} << 30));
   std::list<std::pair<uint64_t, std::shared_ptr<CachedProgram>>> items;  // most recent first
   std::unordered_map<uint64_t, decltype(items)::iterator> index;
 };

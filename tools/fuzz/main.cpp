@@ -4,6 +4,8 @@
 //              [--case I] [--print] [--emit] [--no-shrink] [--keep-going] [--quiet]
 //              [--keep-cache] [--other-backends-every K] [--strict]
 //   lazyx-fuzz --self-test
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -81,6 +83,25 @@ int self_test() {
   return 1;
 }
 
+// Bad usage: says which option and value are wrong, then exits with status 2.
+[[noreturn]] void bad_usage(const std::string& what) {
+  std::fprintf(stderr, "lazyx-fuzz: %s\n", what.c_str());
+  usage();
+  std::exit(2);
+}
+
+// A decimal integer in [lo, hi] for `opt`, or bad usage naming both.
+int64_t parse_int(const std::string& opt, const std::string& v, int64_t lo, int64_t hi) {
+  char* end = nullptr;
+  errno = 0;
+  long long r = std::strtoll(v.c_str(), &end, 10);
+  if (v.empty() || errno != 0 || *end != 0 || r < lo || r > hi) {
+    bad_usage(opt + ": '" + v + "' is not an integer from " + std::to_string(lo) + " to " +
+              std::to_string(hi));
+  }
+  return r;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -94,18 +115,16 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto val = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        usage();
-        std::exit(2);
-      }
+      if (i + 1 >= argc) bad_usage(a + " needs a value");
       return argv[++i];
     };
-    if (a == "--seed") seed = std::strtoull(val().c_str(), nullptr, 10);
-    else if (a == "--cases") cases = std::atoll(val().c_str());
-    else if (a == "--case") only_case = std::atoll(val().c_str());
+    constexpr int64_t kMax = int64_t{1} << 40;
+    if (a == "--seed") seed = static_cast<uint64_t>(parse_int(a, val(), 0, kMax));
+    else if (a == "--cases") cases = parse_int(a, val(), 0, kMax);
+    else if (a == "--case") only_case = parse_int(a, val(), 0, kMax);
     else if (a == "--backend") backend = val();
-    else if (a == "--min-len") min_len = std::atoi(val().c_str());
-    else if (a == "--max-len") max_len = std::atoi(val().c_str());
+    else if (a == "--min-len") min_len = static_cast<int>(parse_int(a, val(), 1, 100000));
+    else if (a == "--max-len") max_len = static_cast<int>(parse_int(a, val(), 1, 100000));
     else if (a == "--print") print = true;
     else if (a == "--emit") emit = true;
     else if (a == "--no-shrink") do_shrink = false;
@@ -113,21 +132,21 @@ int main(int argc, char** argv) {
     else if (a == "--quiet") quiet = true;
     else if (a == "--keep-cache") keep_cache = true;
     else if (a == "--strict") strict = true;
-    else if (a == "--other-backends-every") slow_every = std::max<int64_t>(1, std::atoll(val().c_str()));
+    else if (a == "--other-backends-every") slow_every = parse_int(a, val(), 1, kMax);
     else if (a == "--self-test") return self_test();
-    else {
-      usage();
-      return 2;
+    else bad_usage("unknown option '" + a + "'");
+  }
+  if (max_len < min_len) {
+    bad_usage("--max-len " + std::to_string(max_len) + " is below --min-len " +
+              std::to_string(min_len));
+  }
+  std::vector<std::string> backends = backend_names();
+  if (backend != "all") {
+    if (std::find(backends.begin(), backends.end(), backend) == backends.end()) {
+      std::string known;
+      for (const std::string& b : backends) known += " " + b;
+      bad_usage("--backend: unknown backend '" + backend + "' (built:" + known + ", or all)");
     }
-  }
-  if (min_len < 1 || max_len < min_len || cases < 0) {
-    usage();
-    return 2;
-  }
-  std::vector<std::string> backends;
-  if (backend == "all") {
-    backends = backend_names();
-  } else {
     backends = {backend};
   }
   auto t0 = std::chrono::steady_clock::now();

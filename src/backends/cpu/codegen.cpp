@@ -16,6 +16,7 @@
 #include "backends/cpu/codegen_internal.h"
 #include "backends/cpu/thread_pool.h"
 #include "lazyx/metrics.h"
+#include "runtime/env.h"
 
 #if defined(__GNUC__)
 #pragma GCC diagnostic push
@@ -158,7 +159,7 @@ bool reduction_mergeable(const LoweredGraph& g, int32_t i, const Shape& shape,
 bool scatter_fusable(const LoweredGraph& g, int32_t i) {
   const Instr& in = g.instrs[i];
   if (in.op != Op::AsStridedScatter || in.inputs.size() != 2) return false;
-  if (std::getenv("LAZYX_CPU_NO_VIEW_FUSION")) return false;
+  if (env::flag("LAZYX_CPU_NO_VIEW_FUSION", false)) return false;
   const Instr& base = g.instrs[in.inputs[0]];
   const Instr& src = g.instrs[in.inputs[1]];
   if (base.dtype != in.dtype || src.dtype != in.dtype || base.shape != in.shape) return false;
@@ -186,7 +187,7 @@ bool fusable(const LoweredGraph& g, int32_t i) {
   if (in.op == Op::AsStrided) {
     // A strided read of the operand viewed as a flat array (the planner keeps the operand
     // outside the group).
-    if (std::getenv("LAZYX_CPU_NO_VIEW_FUSION")) return false;
+    if (env::flag("LAZYX_CPU_NO_VIEW_FUSION", false)) return false;
     return f16_ok(in.dtype) && in.inputs.size() == 1 && in.attrs.ints.size() == in.shape.size() &&
            g.instrs[in.inputs[0]].dtype == in.dtype;
   }
@@ -224,13 +225,10 @@ bool fusable(const LoweredGraph& g, int32_t i) {
   }
 }
 
-// LLVM's remarks ("loop not vectorized") stay quiet unless LAZYX_DEBUG is set; errors print.
+// LLVM's remarks ("loop not vectorized") stay quiet unless LAZYX_DEBUG=2; errors print.
+// Runs on pool threads, so it must not throw: the executor validated LAZYX_DEBUG already.
 static void quiet_diagnostics(const llvm::DiagnosticInfo* di, void*) {
-  static const bool debug = [] {
-    const char* v = std::getenv("LAZYX_DEBUG");
-    return v && *v && std::string(v) != "0";
-  }();
-  if (di->getSeverity() != llvm::DS_Error && !debug) return;
+  if (di->getSeverity() != llvm::DS_Error && env::debug_level_nothrow() < 2) return;
   llvm::DiagnosticPrinterRawOStream printer(llvm::errs());
   llvm::errs() << "[cpu] llvm: ";
   di->print(printer);
@@ -259,6 +257,7 @@ struct Unit {
   std::string key;  // the unoptimized IR with the kernel's name taken out
   std::unique_ptr<llvm::MemoryBuffer> obj;
   std::string error;
+  bool dump_ir = false;  // LAZYX_CPU_DUMP_IR, read on the caller (pool threads must not throw)
 };
 
 void optimize_and_emit(Jit& jit, Unit& u) {
@@ -280,7 +279,7 @@ void optimize_and_emit(Jit& jit, Unit& u) {
     llvm::ModulePassManager mpm = pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3);
     mpm.run(*u.mod, mam);
   }
-  if (const char* dump = std::getenv("LAZYX_CPU_DUMP_IR"); dump && *dump == '1') {
+  if (u.dump_ir) {
     std::lock_guard<std::mutex> lock(jit.mu);
     u.mod->print(llvm::errs(), nullptr);
   }
@@ -327,7 +326,8 @@ std::vector<KernelFn> compile_fused(const LoweredGraph& g, const std::vector<Fus
   // Build every kernel and key it by its IR. A training step's programs (the first step, the
   // steady step, evaluation) and same-shaped parameters share most kernels: each distinct one
   // is compiled once while some program uses it.
-  static const bool sharing = !std::getenv("LAZYX_CPU_NO_KERNEL_SHARING");  // a benchmark baseline
+  const bool sharing = !env::flag("LAZYX_CPU_NO_KERNEL_SHARING", false);  // a benchmark baseline
+  const bool dump_ir = env::flag("LAZYX_CPU_DUMP_IR", false);
   std::vector<Unit> units(specs.size());
   std::vector<std::shared_ptr<KernelCode>> code(specs.size());
   std::vector<int> same_as(specs.size(), -1);  // an earlier kernel of this program with this IR
@@ -335,6 +335,7 @@ std::vector<KernelFn> compile_fused(const LoweredGraph& g, const std::vector<Fus
     std::unordered_map<std::string, int> seen;
     for (size_t k = 0; k < specs.size(); ++k) {
       Unit& u = units[k];
+      u.dump_ir = dump_ir;
       const std::string name = prefix + std::to_string(k);
       u.ctx = std::make_unique<llvm::LLVMContext>();
       u.ctx->setDiagnosticHandlerCallBack(quiet_diagnostics, nullptr);

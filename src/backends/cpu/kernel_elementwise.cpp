@@ -2,6 +2,7 @@
 // alike merge; the innermost becomes a counted loop the vectorizer handles, and the rows above
 // it compute operand offsets with div/mod by constants. Transposed walks go in 64 x 64 tiles.
 #include "backends/cpu/codegen_internal.h"
+#include "runtime/env.h"
 
 namespace lazyx::cpu::cg {
 
@@ -187,7 +188,7 @@ void build_kernel(Jit& jit, llvm::LLVMContext& C, llvm::Module& M, const Lowered
     // small one) go tile by tile, so the cache lines and pages of both sides are reused.
     constexpr int64_t kTile = 64;
     bool tiled =
-        inner >= 16 && dims[rank - 2] >= 16 && std::getenv("LAZYX_CPU_NO_TILING") == nullptr;
+        inner >= 16 && dims[rank - 2] >= 16 && !env::flag("LAZYX_CPU_NO_TILING", false);
     bool transposed = false;
     for (size_t q = 0; q < strides.size(); ++q) {
       int64_t si = std::abs(strides[q][rank - 1]), sr = std::abs(strides[q][rank - 2]);

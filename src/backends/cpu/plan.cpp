@@ -14,6 +14,7 @@
 #include "backends/cpu/plan_gemm.h"
 #include "ir/shape_infer.h"
 #include "lazyx/error.h"
+#include "runtime/env.h"
 
 namespace lazyx::cpu {
 
@@ -341,8 +342,8 @@ std::unique_ptr<CpuProgram> plan(const LoweredGraph& g) {
 
   // Matmul operands that sgemm reads through their view, straight from the view's operand.
   std::vector<std::vector<GemmOperand>> gemm_ops(n);
-  const bool gemm_views = std::getenv("LAZYX_CPU_NO_VIEW_FUSION") == nullptr &&
-                          std::getenv("LAZYX_CPU_NO_GEMM_VIEWS") == nullptr;
+  const bool gemm_views = !env::flag("LAZYX_CPU_NO_VIEW_FUSION", false) &&
+                          !env::flag("LAZYX_CPU_NO_GEMM_VIEWS", false);
   for (int32_t i = 0; i < n && gemm_views; ++i) {
     const Instr& in = g.instrs[i];
     if (in.op != Op::Matmul || in.dtype != kFloat32 || in.shape.size() < 2) continue;
@@ -429,7 +430,7 @@ std::unique_ptr<CpuProgram> plan(const LoweredGraph& g) {
     }
   }
   std::vector<Accum> accums;
-  const bool epilogues = std::getenv("LAZYX_CPU_NO_GEMM_EPILOGUE") == nullptr;
+  const bool epilogues = !env::flag("LAZYX_CPU_NO_GEMM_EPILOGUE", false);
   for (int32_t m = 0; m < n && epilogues; ++m) {
     Accum a;
     if (unit_of[m] >= 0 && accum_candidate(g, m, consumer, nuses, group, output_indices, a)) {
@@ -799,7 +800,7 @@ std::unique_ptr<CpuProgram> plan(const LoweredGraph& g) {
     p->specs.push_back(std::move(spec));
     p->steps.push_back(std::move(s));
   }
-  if (const char* d = std::getenv("LAZYX_CPU_DUMP_PLAN"); d && *d == '1') {
+  if (env::flag("LAZYX_CPU_DUMP_PLAN", false)) {
     std::string out = "[cpu plan]";
     for (const Step& s : p->steps) {
       if (s.kind == StepKind::Fused) {

@@ -10,14 +10,12 @@
 #include <thread>
 #include <vector>
 
+#include "runtime/env.h"
+
 namespace lazyx::cpu {
 
 int default_num_threads() {
-  const char* env = std::getenv("LAZYX_NUM_THREADS");
-  if (env && *env) {
-    int n = std::atoi(env);
-    if (n >= 1) return n;
-  }
+  if (int64_t n = env::integer("LAZYX_NUM_THREADS", 0, 1, 1024)) return static_cast<int>(n);
   unsigned hc = std::thread::hardware_concurrency();
   return hc ? static_cast<int>(hc) : 1;
 }

@@ -1,0 +1,18 @@
+// LAZYX_* environment variables, read through one parser: a value that does not parse raises
+// lazyx::Error naming the variable and what it accepts, never falls back silently.
+#pragma once
+
+#include <cstdint>
+
+namespace lazyx::env {
+
+// A switch: 1/0, true/false, on/off, yes/no (any case). Unset or empty gives `dflt`.
+bool flag(const char* name, bool dflt);
+// A decimal integer in [lo, hi]. Unset or empty gives `dflt`.
+int64_t integer(const char* name, int64_t dflt, int64_t lo, int64_t hi);
+// LAZYX_DEBUG: 0 (quiet), 1 (step reports), 2 (also LLVM's remarks).
+int debug_level();
+// The same, for callbacks that must not throw (an invalid value reads as 0).
+int debug_level_nothrow();
+
+}  // namespace lazyx::env

@@ -1,0 +1,118 @@
+// LAZYX_* environment variables: an invalid value raises lazyx::Error naming the variable, at
+// the first call that reads it, and that call changes nothing.
+#include <cstdlib>
+
+#include "runtime/env.h"
+#include "test_util.h"
+
+namespace lazyx {
+namespace {
+
+using testing::expect_error;
+using testing::expect_floats;
+using testing::materialized;
+
+// Sets a variable for one scope.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
+  ~ScopedEnv() { unsetenv(name_); }
+
+ private:
+  const char* name_;
+};
+
+bool has_cpu() {
+  for (const auto& b : backend_names()) {
+    if (b == "cpu") return true;
+  }
+  return false;
+}
+
+// First in this file: the cache and the thread pool read their variable once, on first use.
+TEST(Env, CacheSizeInvalidRaisesThenWorks) {
+  set_backend("reference");
+  Tensor x = materialized({1, 2}, {2});
+  x.add_(1);
+  {
+    ScopedEnv e("LAZYX_COMPILATION_CACHE_SIZE", "lots");
+    expect_error([] { mark_step(); }, {"LAZYX_COMPILATION_CACHE_SIZE", "'lots'", "integer"});
+  }
+  {
+    ScopedEnv e("LAZYX_COMPILATION_CACHE_SIZE", "0");
+    expect_error([] { mark_step(); }, {"LAZYX_COMPILATION_CACHE_SIZE", "'0'"});
+  }
+  mark_step();
+  expect_floats(x, {2, 3});
+}
+
+TEST(Env, NumThreadsInvalidRaisesThenWorks) {
+  if (!has_cpu()) GTEST_SKIP() << "the cpu backend is not built here";
+  set_backend("cpu");
+  Tensor x = materialized({1, 2}, {2});
+  x.mul_(3);
+  {
+    ScopedEnv e("LAZYX_NUM_THREADS", "two");
+    expect_error([] { mark_step(); }, {"LAZYX_NUM_THREADS", "'two'", "1 to 1024"});
+  }
+  x.add_(1);
+  mark_step();
+  expect_floats(x, {4, 7});
+  set_backend("reference");
+}
+
+TEST(Env, FlagsParse) {
+  {
+    ScopedEnv e("LAZYX_TEST_FLAG", "On");
+    EXPECT_TRUE(env::flag("LAZYX_TEST_FLAG", false));
+  }
+  {
+    ScopedEnv e("LAZYX_TEST_FLAG", "0");
+    EXPECT_FALSE(env::flag("LAZYX_TEST_FLAG", true));
+  }
+  EXPECT_TRUE(env::flag("LAZYX_TEST_FLAG", true));  // unset: the default
+  ScopedEnv e("LAZYX_TEST_FLAG", "maybe");
+  expect_error([] { env::flag("LAZYX_TEST_FLAG", false); }, {"[env] LAZYX_TEST_FLAG='maybe'"});
+}
+
+TEST(Env, AliasingFlagInvalidRaisesAndChangesNothing) {
+  set_backend("reference");
+  Tensor x = materialized({1, 2}, {2});
+  mark_step();
+  x.mul_(2);
+  {
+    ScopedEnv e("LAZYX_ENABLE_PARAM_ALIASING", "sometimes");
+    expect_error([] { mark_step(); }, {"LAZYX_ENABLE_PARAM_ALIASING", "'sometimes'", "1 or 0"});
+  }
+  mark_step();
+  EXPECT_EQ(last_step().num_donated, 1);  // the failed step left x's chain as it was
+  expect_floats(x, {2, 4});
+}
+
+TEST(Env, DebugLevelOutOfRangeRaises) {
+  set_backend("reference");
+  Tensor x = materialized({1, 2}, {2});
+  x.add_(5);
+  {
+    ScopedEnv e("LAZYX_DEBUG", "3");
+    expect_error([&] { (void)x.to_vector<float>(); }, {"LAZYX_DEBUG", "'3'", "0 to 2"});
+  }
+  expect_floats(x, {6, 7});
+}
+
+TEST(Env, CpuSwitchInvalidRaises) {
+  if (!has_cpu()) GTEST_SKIP() << "the cpu backend is not built here";
+  set_backend("cpu");
+  Tensor x = materialized({1, 2, 3}, {3});
+  Tensor y = x.slice(0, 0, 2);
+  y.add_(1);
+  {
+    ScopedEnv e("LAZYX_CPU_NO_VIEW_FUSION", "x");
+    expect_error([] { mark_step(); }, {"LAZYX_CPU_NO_VIEW_FUSION", "'x'"});
+  }
+  expect_floats(x, {2, 3, 3});
+  set_backend("reference");
+}
+
+}  // namespace
+}  // namespace lazyx
