@@ -27,6 +27,7 @@ constexpr int64_t kParallelMin = 1 << 15;  // elements below which a fused loop 
 
 class CpuBackend : public backend::Backend {
  public:
+  CpuBackend() { ThreadPool::get(); }  // starts the pool; a bad LAZYX_NUM_THREADS fails here
   std::string name() const override { return "cpu"; }
 
   std::unique_ptr<backend::Program> compile(const LoweredGraph& g) override {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <exception>
@@ -14,6 +15,39 @@
 
 namespace lazyx::cpu {
 
+namespace {
+
+// How long an idle worker polls for the next job before sleeping (the steps of one program
+// follow each other within microseconds), and how long the caller polls for the last chunks.
+constexpr auto kWorkerSpin = std::chrono::microseconds(50);
+constexpr auto kCallerSpin = std::chrono::microseconds(20);
+constexpr int64_t kChunksPerThread = 4;
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#else
+  std::this_thread::yield();
+#endif
+}
+
+// Polls `ready` for at most `budget`; true as soon as it holds.
+template <class F>
+bool spin_until(F ready, std::chrono::microseconds budget) {
+  const auto end = std::chrono::steady_clock::now() + budget;
+  for (;;) {
+    for (int i = 0; i < 32; ++i) {
+      if (ready()) return true;
+      cpu_relax();
+    }
+    if (std::chrono::steady_clock::now() >= end) return ready();
+  }
+}
+
+thread_local bool in_pool_job = false;
+
+}  // namespace
+
 int default_num_threads() {
   if (int64_t n = env::integer("LAZYX_NUM_THREADS", 0, 1, 1024)) return static_cast<int>(n);
   unsigned hc = std::thread::hardware_concurrency();
@@ -23,26 +57,31 @@ int default_num_threads() {
 struct ThreadPool::State {
   std::mutex mu;
   std::condition_variable cv;
+  int sleepers = 0;  // workers blocked on cv (guarded by mu)
   std::mutex run_mu;  // one parallel_for at a time; nested calls run inline
   uint64_t generation = 0;
-  bool stop = false;
+  std::atomic<bool> stop{false};
   // The current job. Chunks are claimed one at a time, so a worker that wakes late (on a busy
   // machine) finds them already done by the caller instead of making it wait.
   const std::function<void(int64_t, int64_t)>* fn = nullptr;
   std::vector<std::pair<int64_t, int64_t>> chunks;
-  uint32_t nchunks = 0;
+  std::atomic<uint32_t> nchunks{0};
   std::atomic<uint64_t> claim{0};  // (generation << 32) | next chunk
   std::atomic<uint32_t> done{0};
   std::exception_ptr error;
   std::mutex error_mu;
   std::vector<std::thread> workers;
 
+  uint32_t published() const {
+    return static_cast<uint32_t>(claim.load(std::memory_order_acquire) >> 32);
+  }
+
   bool try_claim(uint32_t gen, uint32_t& idx) {
     uint64_t c = claim.load(std::memory_order_acquire);
     for (;;) {
       if (static_cast<uint32_t>(c >> 32) != gen) return false;
       uint32_t i = static_cast<uint32_t>(c);
-      if (i >= nchunks) return false;
+      if (i >= nchunks.load(std::memory_order_relaxed)) return false;
       if (claim.compare_exchange_weak(c, c + 1, std::memory_order_acq_rel)) {
         idx = i;
         return true;
@@ -59,14 +98,29 @@ struct ThreadPool::State {
         std::lock_guard<std::mutex> g(error_mu);
         if (!error) error = std::current_exception();
       }
-      done.fetch_add(1, std::memory_order_acq_rel);
+      if (done.fetch_add(1, std::memory_order_acq_rel) + 1 == nchunks.load(std::memory_order_relaxed)) {
+        done.notify_one();
+      }
+    }
+  }
+
+  void worker_loop() {
+    uint32_t seen = published();
+    in_pool_job = true;
+    for (;;) {
+      auto fresh = [&] { return stop.load(std::memory_order_acquire) || published() != seen; };
+      if (!spin_until(fresh, kWorkerSpin)) {
+        std::unique_lock<std::mutex> lock(mu);
+        ++sleepers;
+        cv.wait(lock, fresh);
+        --sleepers;
+      }
+      if (stop.load(std::memory_order_acquire)) return;
+      seen = published();
+      run_claimed(seen);
     }
   }
 };
-
-namespace {
-thread_local bool in_pool_job = false;
-}
 
 ThreadPool& ThreadPool::get() {
   static ThreadPool* pool = new ThreadPool(default_num_threads());  // never destroyed
@@ -74,28 +128,13 @@ ThreadPool& ThreadPool::get() {
 }
 
 ThreadPool::ThreadPool(int n) : s_(new State), num_threads_(n < 1 ? 1 : n) {
-  for (int w = 1; w < num_threads_; ++w) {
-    s_->workers.emplace_back([this] {
-      State& s = *s_;
-      uint64_t seen = 0;
-      in_pool_job = true;
-      for (;;) {
-        {
-          std::unique_lock<std::mutex> lock(s.mu);
-          s.cv.wait(lock, [&] { return s.stop || s.generation != seen; });
-          if (s.stop) return;
-          seen = s.generation;
-        }
-        s.run_claimed(static_cast<uint32_t>(seen));
-      }
-    });
-  }
+  for (int w = 1; w < num_threads_; ++w) s_->workers.emplace_back([this] { s_->worker_loop(); });
 }
 
 ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lock(s_->mu);
-    s_->stop = true;
+    s_->stop.store(true, std::memory_order_release);
   }
   s_->cv.notify_all();
   for (auto& t : s_->workers) t.join();
@@ -106,9 +145,12 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, int64_t min_parallel,
                               const std::function<void(int64_t, int64_t)>& fn) {
   if (n <= 0) return;
   if (grain < 1) grain = 1;
-  int64_t blocks = (n + grain - 1) / grain;
-  int parts = static_cast<int>(std::min<int64_t>(blocks, num_threads_));
-  if (parts <= 1 || n < min_parallel || in_pool_job) {
+  const int64_t blocks = (n + grain - 1) / grain;
+  const int64_t per_thread = n >= kChunksPerThread * std::max<int64_t>(min_parallel, 1)
+                                 ? kChunksPerThread
+                                 : 1;
+  const int parts = static_cast<int>(std::min<int64_t>(blocks, num_threads_ * per_thread));
+  if (num_threads_ <= 1 || parts <= 1 || n < min_parallel || in_pool_job) {
     fn(0, n);
     return;
   }
@@ -119,6 +161,7 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, int64_t min_parallel,
     return;
   }
   uint32_t gen;
+  bool wake;
   {
     std::lock_guard<std::mutex> lock(s.mu);
     s.fn = &fn;
@@ -126,19 +169,26 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, int64_t min_parallel,
     for (int p = 0; p < parts; ++p) {
       s.chunks[p] = {blocks * p / parts * grain, std::min(n, blocks * (p + 1) / parts * grain)};
     }
-    s.nchunks = static_cast<uint32_t>(parts);
+    s.nchunks.store(static_cast<uint32_t>(parts), std::memory_order_relaxed);
     s.error = nullptr;
     s.done.store(0, std::memory_order_relaxed);
     s.generation++;
     gen = static_cast<uint32_t>(s.generation);
     s.claim.store(static_cast<uint64_t>(gen) << 32, std::memory_order_release);
+    wake = s.sleepers > 0;
   }
-  s.cv.notify_all();
+  if (wake) s.cv.notify_all();
   in_pool_job = true;
   s.run_claimed(gen);
   in_pool_job = false;
-  // Only chunks a worker already started remain; wait for those.
-  while (s.done.load(std::memory_order_acquire) != s.nchunks) std::this_thread::yield();
+  // Only chunks a worker already started remain: poll briefly, then sleep until the last ends.
+  const uint32_t total = static_cast<uint32_t>(parts);
+  auto finished = [&] { return s.done.load(std::memory_order_acquire) == total; };
+  if (!spin_until(finished, kCallerSpin)) {
+    for (uint32_t d; (d = s.done.load(std::memory_order_acquire)) != total;) {
+      s.done.wait(d, std::memory_order_acquire);
+    }
+  }
   if (s.error) std::rethrow_exception(s.error);
 }
 

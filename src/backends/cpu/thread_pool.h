@@ -1,6 +1,9 @@
-// A persistent thread pool for the CPU backend. Its size comes from LAZYX_NUM_THREADS (default:
-// all cores). parallel_for splits a range into one contiguous chunk per thread; the caller claims
-// chunks too, so workers that wake late never make it wait, and small ranges run inline.
+// A persistent thread pool for the CPU backend, the only thread runtime of its parallel work
+// (GEMM libraries are called single-threaded from its threads). Its size comes from
+// LAZYX_NUM_THREADS (default: all cores). parallel_for splits a range into chunks that threads
+// claim one at a time: the caller claims chunks too, so a worker that wakes late (or is
+// descheduled on a busy machine) never holds it up for more than one chunk, and small ranges run
+// inline. Idle workers spin for a few microseconds, then sleep; nothing busy-waits for long.
 #pragma once
 
 #include <cstdint>
@@ -10,12 +13,13 @@ namespace lazyx::cpu {
 
 class ThreadPool {
  public:
-  // The process-wide pool.
+  // The process-wide pool; raises lazyx::Error when LAZYX_NUM_THREADS is invalid.
   static ThreadPool& get();
   int size() const { return num_threads_; }
-  // Calls fn(begin, end) over [0, n) split into at most size() chunks whose boundaries are
-  // multiples of `grain`. Ranges smaller than `min_parallel` run inline on the caller.
-  // Exceptions from chunks are rethrown on the caller.
+  // Calls fn(begin, end) over [0, n) split into chunks whose boundaries are multiples of
+  // `grain`: size() chunks, or up to 4 per thread when the range holds at least 4 * min_parallel
+  // (so a stalled thread delays a small share). Ranges smaller than `min_parallel` run inline on
+  // the caller, as do calls from inside a chunk. Exceptions from chunks are rethrown on the caller.
   void parallel_for(int64_t n, int64_t grain, int64_t min_parallel,
                     const std::function<void(int64_t, int64_t)>& fn);
   ~ThreadPool();
@@ -27,6 +31,8 @@ class ThreadPool {
   int num_threads_;
 };
 
+// LAZYX_NUM_THREADS, else all cores; raises lazyx::Error when the variable is not a positive
+// integer.
 int default_num_threads();
 
 }  // namespace lazyx::cpu
