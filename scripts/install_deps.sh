@@ -1,19 +1,21 @@
 #!/usr/bin/env bash
 # Installs the Debian packages lazyx needs. Idempotent: installs only what is missing.
-#   scripts/install_deps.sh [core|cpu|python|all]   (default: all)
+#   scripts/install_deps.sh [core|cpu|dist|python|all]   (default: all)
 set -euo pipefail
 
 core=(build-essential cmake g++ libgtest-dev libgmock-dev libbenchmark-dev)
 cpu=(llvm-19-dev libzstd-dev libsleef-dev libdnnl-dev libopenblas-dev)
+dist=(libgloo-dev)
 python=(python3 python3-dev python3-torch libtorch-dev pybind11-dev python3-pybind11 python3-numpy
         python3-pytest python3-sklearn)
 
 case "${1:-all}" in
   core) want=("${core[@]}") ;;
   cpu) want=("${core[@]}" "${cpu[@]}") ;;
+  dist) want=("${core[@]}" "${dist[@]}") ;;
   python) want=("${core[@]}" "${python[@]}") ;;
-  all) want=("${core[@]}" "${cpu[@]}" "${python[@]}") ;;
-  *) echo "usage: $0 [core|cpu|python|all]" >&2; exit 2 ;;
+  all) want=("${core[@]}" "${cpu[@]}" "${dist[@]}" "${python[@]}") ;;
+  *) echo "usage: $0 [core|cpu|dist|python|all]" >&2; exit 2 ;;
 esac
 
 missing=()

@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "backends/backend.h"
+#include "dist/process_group.h"
 #include "graph/program.h"
 #include "ir/shape_infer.h"
 #include "lazyx/error.h"
@@ -144,6 +145,7 @@ void sync_storages(SyncKind kind, std::vector<Storage*> targets) {
   // Read before anything changes: an invalid value raises here, with every tensor as it was.
   const int debug = env::debug_level();
   const bool aliasing = env::flag("LAZYX_ENABLE_PARAM_ALIASING", true);
+  dist::on_sync_start(kind == SyncKind::MarkStep);
   if (kind == SyncKind::MarkStep) {
     metrics::add_counter("MarkStep");
     targets.clear();
@@ -195,6 +197,7 @@ void sync_storages(SyncKind kind, std::vector<Storage*> targets) {
     din.target_passthrough.push_back(nullptr);
   }
   walk(op, w);
+  const bool collectives = dist::on_program(w.order);
   // A storage overwritten without reading its old buffer (fill_, zero_, copy_ with a conversion)
   // may still write its new value into that buffer at a step barrier: the buffer joins the
   // program as an unread parameter, and the donation rules decide as for any other.
@@ -265,6 +268,7 @@ void sync_storages(SyncKind kind, std::vector<Storage*> targets) {
     args.scalars.reserve(w.scalars.size());
     for (const ir::Node* s : w.scalars) args.scalars.push_back({s->scalar_f(), s->scalar_i()});
     args.outputs = &outputs;
+    if (collectives) dist::agree_on_program(op, report.graph_hash);  // every rank, same program
     auto t0 = std::chrono::steady_clock::now();
     be.execute(*prog->program, args);  // on error nothing below runs: state is unchanged
     report.execute_ms = ms_since(t0);

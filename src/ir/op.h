@@ -33,10 +33,17 @@ enum class Op : uint8_t {
   // Indexing, dim = attrs.i0.
   Cat, IndexSelect, Gather, Scatter, ScatterAdd, IndexCopy,
   IndexPut,  // operands: base, values, indices...; attrs.flag = accumulate
+  // Collectives across the ranks of the process group (src/dist). attrs.flag: the last operand
+  // is the previous collective (the order token). AllReduce and ReduceScatter: attrs.i0 = the
+  // reduction (dist::ReduceKind), a Scalar scale operand follows the tensors.
+  AllReduce,      // attrs.ints = {tensor count}; one tensor keeps its shape, several pack flat
+  AllGather,      // operand 0 gathered along dim 0 in rank order
+  ReduceScatter,  // operand 0 reduced, this rank's block of dim 0 kept
+  Broadcast,      // operand 0 of rank attrs.i0
   kNumOps,
 };
 
-enum class OpFamily : uint8_t { Leaf, Elementwise, Reduce, Other };
+enum class OpFamily : uint8_t { Leaf, Elementwise, Reduce, Other, Collective };
 
 struct OpInfo {
   const char* name;

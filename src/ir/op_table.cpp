@@ -55,6 +55,11 @@ struct Table {
     set(Op::ScatterAdd, "scatter_add", F::Other, false, true, true);
     set(Op::IndexCopy, "index_copy", F::Other, false, true, true);
     set(Op::IndexPut, "index_put", F::Other, false, true, true);
+    // Collectives can fail at run time (a timeout, a dead rank), so donated writes wait for them.
+    set(Op::AllReduce, "all_reduce", F::Collective, false, true, true);
+    set(Op::AllGather, "all_gather", F::Collective, false, false, true);
+    set(Op::ReduceScatter, "reduce_scatter", F::Collective, false, false, true);
+    set(Op::Broadcast, "broadcast", F::Collective, false, true, true);
   }
 };
 

@@ -11,6 +11,7 @@
 #include "backends/cpu/plan_gemm.h"
 #include "backends/cpu/thread_pool.h"
 #include "backends/reference/kernels.h"
+#include "dist/process_group.h"
 #include "ir/shape_infer.h"
 #include "lazyx/error.h"
 
@@ -205,6 +206,7 @@ class CpuBackend : public backend::Backend {
     switch (ir::op_info(in.op).family) {
       case ir::OpFamily::Elementwise: reference::run_elementwise(in, a, out); return;
       case ir::OpFamily::Reduce: reference::run_reduce(in, *a[0], out); return;
+      case ir::OpFamily::Collective: dist::run_collective(in, a, out); return;
       default: break;
     }
     switch (in.op) {

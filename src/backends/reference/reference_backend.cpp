@@ -5,6 +5,7 @@
 
 #include "backends/backend.h"
 #include "backends/reference/kernels.h"
+#include "dist/process_group.h"
 #include "ir/shape_infer.h"
 #include "lazyx/error.h"
 
@@ -160,6 +161,7 @@ class ReferenceBackend : public backend::Backend {
     switch (ir::op_info(in.op).family) {
       case ir::OpFamily::Elementwise: run_elementwise(in, a, out); return;
       case ir::OpFamily::Reduce: run_reduce(in, *a[0], out); return;
+      case ir::OpFamily::Collective: dist::run_collective(in, a, out); return;
       default: break;
     }
     switch (in.op) {
