@@ -8,10 +8,12 @@
 #include <unordered_map>
 
 #include "backends/backend.h"
+#include "graph/diagnostics.h"
 #include "graph/program.h"
 #include "ir/shape_infer.h"
 #include "lazyx/error.h"
 #include "lazyx/debug.h"
+#include "lazyx/diagnostics.h"
 #include "lazyx/metrics.h"
 
 namespace lazyx::graph {
@@ -130,14 +132,11 @@ backend::LoweredGraph lower(const Walk& w, const std::vector<int32_t>& donation)
   return g;
 }
 
-void finish_report(StepReport r) {
-  last_report = std::move(r);
-  if (env_flag("LAZYX_DEBUG", false)) std::fprintf(stderr, "%s", last_report.to_string().c_str());
-}
+void finish_report(StepReport r) { last_report = std::move(r); }
 
 }  // namespace
 
-void sync_storages(SyncKind kind, std::vector<Storage*> targets) {
+void sync_storages(SyncKind kind, std::vector<Storage*> targets, const char* what) {
   EngineLock lock(engine_mutex());
   const char* op = kind_name(kind);
   if (kind == SyncKind::MarkStep) {
@@ -164,6 +163,8 @@ void sync_storages(SyncKind kind, std::vector<Storage*> targets) {
   }
   backend::Backend& be = backend::active_backend(op);
   report.backend = be.name();
+  const diag::SyncContext dctx = diag::begin_sync(kind, op, what);  // raises in strict mode
+  report.cause = dctx.cause;
 
   // Outputs: one per distinct pending node; a target whose value is a bare parameter takes
   // that buffer as is, without running anything.
@@ -233,7 +234,12 @@ void sync_storages(SyncKind kind, std::vector<Storage*> targets) {
     } else {
       auto t0 = std::chrono::steady_clock::now();
       auto p = std::make_shared<CachedProgram>();
-      p->program = be.compile(lower(w, plan.donation));
+      backend::LoweredGraph lowered = lower(w, plan.donation);
+      report.compile_reason = diag::explain_compile(dctx, lowered, plan.reports, key);
+      {
+        ProfileSpan span("compile", "compile", report.compile_reason);
+        p->program = be.compile(lowered);
+      }
       p->backend = be.name();
       p->compile_ms = ms_since(t0);
       p->num_instrs = w.order.size();
@@ -262,7 +268,10 @@ void sync_storages(SyncKind kind, std::vector<Storage*> targets) {
     for (const ir::Node* s : w.scalars) args.scalars.push_back({s->scalar_f(), s->scalar_i()});
     args.outputs = &outputs;
     auto t0 = std::chrono::steady_clock::now();
-    be.execute(*prog->program, args);  // on error nothing below runs: state is unchanged
+    {
+      ProfileSpan span("execute", "execute");
+      be.execute(*prog->program, args);  // on error nothing below runs: state is unchanged
+    }
     report.execute_ms = ms_since(t0);
     report.ran_program = true;
     report.scratch_bytes = prog->program->scratch_bytes();
@@ -308,6 +317,7 @@ void sync_storages(SyncKind kind, std::vector<Storage*> targets) {
       report.donated_bytes += pr.bytes;
     }
   }
+  diag::end_sync(dctx, report);
   finish_report(std::move(report));
 }
 
