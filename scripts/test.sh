@@ -11,7 +11,13 @@ B=${BUILD_DIR:-build}
 A=${ASAN_BUILD_DIR:-build-asan}
 jobs=$(nproc)
 log=$(mktemp)
-trap 'rm -f "$log"' EXIT
+# Tests compile into a compile cache of their own, never the user's ~/.cache/lazyx.
+test_cache=
+if [ -z "${LAZYX_CACHE_DIR+set}" ]; then
+  test_cache=$(mktemp -d)
+  export LAZYX_CACHE_DIR=$test_cache
+fi
+trap 'rm -f "$log"; [ -z "$test_cache" ] || rm -rf "$test_cache"' EXIT
 
 durations=()
 phase_name=""

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "lazyx/debug.h"
+#include "lazyx/diagnostics.h"
 #include "lazyx/dtype.h"
 #include "lazyx/error.h"
 #include "lazyx/memory.h"

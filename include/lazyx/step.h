@@ -65,6 +65,9 @@ struct StepReport {
   int64_t bytes_allocated = 0;  // new output buffers (donated outputs allocate nothing)
   int64_t scratch_bytes = -1;   // the program's arena for intermediates; -1: not planned
   std::string backend;
+  std::string cause;           // why it synced: "user mark_step", "value read by item()", ...
+  std::string compile_reason;  // when it compiled: what differs from the nearest program
+                               // compiled at the same site ("" for the site's first compile)
   std::string to_string() const;
 };
 

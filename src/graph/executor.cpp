@@ -9,10 +9,12 @@
 
 #include "backends/backend.h"
 #include "dist/process_group.h"
+#include "graph/diagnostics.h"
 #include "graph/program.h"
 #include "ir/shape_infer.h"
 #include "lazyx/error.h"
 #include "lazyx/debug.h"
+#include "lazyx/diagnostics.h"
 #include "lazyx/metrics.h"
 #include "runtime/env.h"
 
@@ -132,18 +134,15 @@ backend::LoweredGraph lower(const Walk& w, const std::vector<int32_t>& donation)
   return g;
 }
 
-void finish_report(StepReport r, int debug) {
-  last_report = std::move(r);
-  if (debug >= 1) std::fprintf(stderr, "%s", last_report.to_string().c_str());
-}
+void finish_report(StepReport r) { last_report = std::move(r); }
 
 }  // namespace
 
-void sync_storages(SyncKind kind, std::vector<Storage*> targets) {
+void sync_storages(SyncKind kind, std::vector<Storage*> targets, const char* what) {
   EngineLock lock(engine_mutex());
   const char* op = kind_name(kind);
   // Read before anything changes: an invalid value raises here, with every tensor as it was.
-  const int debug = env::debug_level();
+  diag::level();
   const bool aliasing = env::flag("LAZYX_ENABLE_PARAM_ALIASING", true);
   dist::on_sync_start(kind == SyncKind::MarkStep);
   if (kind == SyncKind::MarkStep) {
@@ -165,11 +164,13 @@ void sync_storages(SyncKind kind, std::vector<Storage*> targets) {
   report.step = ++sync_counter;
   if (targets.empty()) {  // nothing to run: succeeds even on a dead backend
     report.backend = backend_name();
-    finish_report(std::move(report), debug);
+    finish_report(std::move(report));
     return;
   }
   backend::Backend& be = backend::active_backend(op);
   report.backend = be.name();
+  const diag::SyncContext dctx = diag::begin_sync(kind, op, what);  // raises in strict mode
+  report.cause = dctx.cause;
 
   // Outputs: one per distinct pending node; a target whose value is a bare parameter takes
   // that buffer as is, without running anything.
@@ -240,7 +241,12 @@ void sync_storages(SyncKind kind, std::vector<Storage*> targets) {
     } else {
       auto t0 = std::chrono::steady_clock::now();
       auto p = std::make_shared<CachedProgram>();
-      p->program = be.compile(lower(w, plan.donation));
+      backend::LoweredGraph lowered = lower(w, plan.donation);
+      report.compile_reason = diag::explain_compile(dctx, lowered, plan.reports, key);
+      {
+        ProfileSpan span("compile", "compile", report.compile_reason);
+        p->program = be.compile(lowered);
+      }
       p->backend = be.name();
       p->compile_ms = ms_since(t0);
       p->num_instrs = w.order.size();
@@ -270,7 +276,10 @@ void sync_storages(SyncKind kind, std::vector<Storage*> targets) {
     args.outputs = &outputs;
     if (collectives) dist::agree_on_program(op, report.graph_hash);  // every rank, same program
     auto t0 = std::chrono::steady_clock::now();
-    be.execute(*prog->program, args);  // on error nothing below runs: state is unchanged
+    {
+      ProfileSpan span("execute", "execute");
+      be.execute(*prog->program, args);  // on error nothing below runs: state is unchanged
+    }
     report.execute_ms = ms_since(t0);
     report.ran_program = true;
     report.scratch_bytes = prog->program->scratch_bytes();
@@ -316,7 +325,8 @@ void sync_storages(SyncKind kind, std::vector<Storage*> targets) {
       report.donated_bytes += pr.bytes;
     }
   }
-  finish_report(std::move(report), debug);
+  diag::end_sync(dctx, report);
+  finish_report(std::move(report));
 }
 
 }  // namespace lazyx::graph

@@ -11,8 +11,9 @@ namespace lazyx::graph {
 
 enum class SyncKind { MarkStep, Sync, Read };
 
-// Materializes `targets` (all live storages for MarkStep). On error nothing changes.
-void sync_storages(SyncKind kind, std::vector<Storage*> targets);
+// Materializes `targets` (all live storages for MarkStep). On error nothing changes. `what`
+// names a value read's op (item, to_vector, copy_to_host) for the sync's cause.
+void sync_storages(SyncKind kind, std::vector<Storage*> targets, const char* what = nullptr);
 
 // Donation decisions (donation.cpp).
 struct DonationInput {

@@ -4,6 +4,7 @@
 #include <map>
 
 #include "backends/backend.h"
+#include "lazyx/diagnostics.h"
 #include "lazyx/ops.h"
 #include "tensor/ops_common.h"
 
@@ -93,6 +94,7 @@ Tensor from_host(const void* data, const Shape& shape, Dtype dtype) {
   check_shape("from_host", shape);
   backend::Backend& be = backend::active_backend("from_host");
   size_t bytes = static_cast<size_t>(ir::shape_numel(shape)) * dtype_size(dtype);
+  ProfileSpan span("to_device", "transfer");
   runtime::BufferPtr buf = be.allocate(bytes);
   be.upload(*buf, data, bytes);
   return make_tensor(std::move(buf), shape, dtype);

@@ -7,6 +7,7 @@
 #include "backends/reference/kernels.h"
 #include "graph/executor.h"
 #include "ir/shape_infer.h"
+#include "lazyx/diagnostics.h"
 #include "lazyx/ops.h"
 #include "tensor/ops_common.h"
 
@@ -46,7 +47,7 @@ std::vector<T> read_values(const char* op, const Tensor& t) {
   const TensorImpl& i = impl_of(op, t);
   Storage* st = i.storage().get();
   st->check_not_donated(op);
-  if (st->pending()) graph::sync_storages(graph::SyncKind::Read, {st});
+  if (st->pending()) graph::sync_storages(graph::SyncKind::Read, {st}, op);
   reference::Val v{static_cast<char*>(st->data()->data()), st->dtype(), st->shape()};
   int64_t n = ir::shape_numel(i.sizes());
   std::vector<T> out(n);
@@ -96,7 +97,8 @@ void Tensor::copy_to_host(void* dst) const {
   const TensorImpl& i = impl_of("copy_to_host", *this);
   Storage* st = i.storage().get();
   st->check_not_donated("copy_to_host");
-  if (st->pending()) graph::sync_storages(graph::SyncKind::Read, {st});
+  if (st->pending()) graph::sync_storages(graph::SyncKind::Read, {st}, "copy_to_host");
+  ProfileSpan span("to_host", "transfer");
   size_t es = dtype_size(st->dtype());
   const char* src = static_cast<const char*>(st->data()->data());
   int64_t n = ir::shape_numel(i.sizes());

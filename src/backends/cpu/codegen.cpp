@@ -14,6 +14,7 @@
 #include <numeric>
 
 #include "backends/cpu/codegen_internal.h"
+#include "backends/cpu/persistent_cache.h"
 #include "backends/cpu/thread_pool.h"
 #include "lazyx/metrics.h"
 #include "runtime/env.h"
@@ -22,6 +23,7 @@
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-parameter"
 #endif
+#include <llvm/Config/llvm-config.h>
 #include <llvm/ExecutionEngine/Orc/CompileUtils.h>
 #if defined(__GNUC__)
 #pragma GCC diagnostic pop
@@ -254,11 +256,23 @@ llvm::TargetMachine& thread_target_machine(Jit& jit) {
 struct Unit {
   std::unique_ptr<llvm::LLVMContext> ctx;
   std::unique_ptr<llvm::Module> mod;
-  std::string key;  // the unoptimized IR with the kernel's name taken out
+  std::string key;   // the unoptimized IR: the in-process sharing key
+  std::string pkey;  // the build context and the IR: the persistent cache key
   std::unique_ptr<llvm::MemoryBuffer> obj;
   std::string error;
   bool dump_ir = false;  // LAZYX_CPU_DUMP_IR, read on the caller (pool threads must not throw)
+  bool loaded = false;  // from the persistent cache
 };
+
+// Everything besides the IR that decides a kernel's machine code: the persistent cache key's
+// prefix. Bump the format when the kernel calling convention or the entry layout changes.
+const std::string& build_context(Jit& jit) {
+  static const std::string ctx = "lazyx-cpu-kernel v1\nllvm " LLVM_VERSION_STRING "\ntriple " +
+                                 jit.tm->getTargetTriple().str() + "\ncpu " + jit.cpu +
+                                 "\nfeatures " + jit.features +
+                                 "\nopt O3 codegen=Aggressive loop-vectorize slp-vectorize\n";
+  return ctx;
+}
 
 void optimize_and_emit(Jit& jit, Unit& u) {
   llvm::TargetMachine& tm = thread_target_machine(jit);
@@ -298,18 +312,13 @@ class ProgramCode : public CompiledModule {
   std::vector<std::shared_ptr<KernelCode>> kernels;
 };
 
-void replace_all(std::string& s, const std::string& from, const std::string& to) {
-  for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size())) {
-    s.replace(at, from.size(), to);
-  }
-}
-
 }  // namespace
 
 KernelCode::~KernelCode() {
-  if (!rt) return;
-  std::lock_guard<std::mutex> lock(the_jit().mu);
-  llvm::consumeError(rt->remove());
+  if (!jd) return;
+  Jit& jit = the_jit();
+  std::lock_guard<std::mutex> lock(jit.mu);
+  llvm::consumeError(jit.jit->getExecutionSession().removeJITDylib(*jd));
 }
 
 std::vector<KernelFn> compile_fused(const LoweredGraph& g, const std::vector<FusedSpec>& specs,
@@ -317,8 +326,9 @@ std::vector<KernelFn> compile_fused(const LoweredGraph& g, const std::vector<Fus
   std::vector<KernelFn> fns;
   if (specs.empty()) return fns;
   Jit& jit = the_jit();
-  int64_t id = jit.next_module.fetch_add(1);
-  std::string prefix = "lazyx_m" + std::to_string(id) + "_k";
+  // Every kernel has the same symbol in a JITDylib of its own, so its object file does not
+  // depend on the program and can be reused by any later program or process.
+  const std::string name = "lazyx_kernel";
   auto op_of = [&](size_t k) {
     return specs[k].members.empty() ? "cpu" : ir::op_name(g.instrs[specs[k].members[0]].op);
   };
@@ -336,7 +346,6 @@ std::vector<KernelFn> compile_fused(const LoweredGraph& g, const std::vector<Fus
     for (size_t k = 0; k < specs.size(); ++k) {
       Unit& u = units[k];
       u.dump_ir = dump_ir;
-      const std::string name = prefix + std::to_string(k);
       u.ctx = std::make_unique<llvm::LLVMContext>();
       u.ctx->setDiagnosticHandlerCallBack(quiet_diagnostics, nullptr);
       u.mod = std::make_unique<llvm::Module>("lazyx_kernel", *u.ctx);
@@ -354,7 +363,6 @@ std::vector<KernelFn> compile_fused(const LoweredGraph& g, const std::vector<Fus
       }
       llvm::raw_string_ostream ks(u.key);
       u.mod->print(ks, nullptr);
-      replace_all(u.key, name, "K");
       if (sharing) {
         auto [it, fresh] = seen.emplace(u.key, static_cast<int>(k));
         if (!fresh) same_as[k] = it->second;
@@ -372,13 +380,36 @@ std::vector<KernelFn> compile_fused(const LoweredGraph& g, const std::vector<Fus
     }
   }
 
+  // Kernels an earlier process compiled are loaded from the persistent cache (not while
+  // LAZYX_CPU_DUMP_IR asks to see the optimized IR).
+  const std::string cache_dir = dump_ir ? std::string() : persistent_cache_dir();
+  std::vector<size_t> build;  // kernels LLVM compiles now
+  int64_t hits = 0;
+  for (size_t k : todo) {
+    if (!cache_dir.empty()) {
+      units[k].pkey = build_context(jit) + units[k].key;
+      if (auto obj = persistent_cache_load(cache_dir, units[k].pkey)) {
+        units[k].obj = llvm::MemoryBuffer::getMemBufferCopy(*obj, "lazyx_kernel");
+        units[k].loaded = true;
+        ++hits;
+        continue;
+      }
+    }
+    build.push_back(k);
+  }
+  if (!cache_dir.empty()) {
+    metrics::add_counter("PersistentCacheHit", hits);
+    metrics::add_counter("PersistentCacheMiss", static_cast<int64_t>(build.size()));
+  }
+
   // Optimization and code generation take most of a compile: the new kernels are dealt to the
-  // pool's threads (largest first, each to the least loaded) and compiled in parallel.
+  // pool's threads (largest first, each to the least loaded) and compiled in parallel; each
+  // object file is then stored in the persistent cache.
   ThreadPool& pool = ThreadPool::get();
-  const size_t nthreads = std::min<size_t>(todo.size(), static_cast<size_t>(pool.size()));
+  const size_t nthreads = std::min<size_t>(build.size(), static_cast<size_t>(pool.size()));
   std::vector<std::vector<size_t>> share(std::max<size_t>(nthreads, 1));
   {
-    std::vector<size_t> order = todo;
+    std::vector<size_t> order = build;
     std::stable_sort(order.begin(), order.end(),
                      [&](size_t a, size_t b) { return units[a].key.size() > units[b].key.size(); });
     std::vector<size_t> load(share.size(), 0);
@@ -390,7 +421,13 @@ std::vector<KernelFn> compile_fused(const LoweredGraph& g, const std::vector<Fus
   }
   pool.parallel_for(static_cast<int64_t>(share.size()), 1, 2, [&](int64_t b, int64_t e) {
     for (int64_t t = b; t < e; ++t) {
-      for (size_t k : share[t]) optimize_and_emit(jit, units[k]);
+      for (size_t k : share[t]) {
+        optimize_and_emit(jit, units[k]);
+        if (units[k].obj && !cache_dir.empty()) {
+          std::string_view bytes(units[k].obj->getBufferStart(), units[k].obj->getBufferSize());
+          persistent_cache_store(cache_dir, units[k].pkey, bytes);
+        }
+      }
     }
   });
   for (size_t k : todo) {
@@ -401,13 +438,16 @@ std::vector<KernelFn> compile_fused(const LoweredGraph& g, const std::vector<Fus
 
   for (size_t k : todo) {
     auto c = std::make_shared<KernelCode>();  // declared first: its destructor takes jit.mu
-    const std::string name = prefix + std::to_string(k);
     std::lock_guard<std::mutex> lock(jit.mu);
-    c->rt = jit.jit->getMainJITDylib().createResourceTracker();
-    if (auto e = jit.jit->addObjectFile(c->rt, std::move(units[k].obj))) {
+    const int64_t id = jit.next_module.fetch_add(1);
+    auto jd = jit.jit->getExecutionSession().createJITDylib("lazyx_k" + std::to_string(id));
+    if (!jd) llvm_fail("cannot create a kernel's JITDylib", jd.takeError());
+    jd->addToLinkOrder(jit.jit->getMainJITDylib());  // Sleef and the process's symbols
+    c->jd = &*jd;
+    if (auto e = jit.jit->addObjectFile(*c->jd, std::move(units[k].obj))) {
       llvm_fail("cannot add a kernel to the JIT", std::move(e));
     }
-    auto sym = jit.jit->lookup(name);
+    auto sym = jit.jit->lookup(*c->jd, name);
     if (!sym) {
       std::string msg;
       llvm::raw_string_ostream os(msg);
@@ -428,7 +468,7 @@ std::vector<KernelFn> compile_fused(const LoweredGraph& g, const std::vector<Fus
       jit.cache_live = jit.kernel_cache.size();
     }
   }
-  metrics::add_counter("CpuKernelCompiled", static_cast<int64_t>(todo.size()));
+  metrics::add_counter("CpuKernelCompiled", static_cast<int64_t>(build.size()));
   metrics::add_counter("CpuKernelReused", static_cast<int64_t>(specs.size() - todo.size()));
   auto prog = std::make_unique<ProgramCode>();
   for (size_t k = 0; k < specs.size(); ++k) {

@@ -54,7 +54,7 @@ namespace orc = llvm::orc;
 // The host's LLJIT with Sleef's entry points defined, and the host CPU's features.
 // One compiled kernel; its code leaves the JIT with the last program that uses it.
 struct KernelCode {
-  orc::ResourceTrackerSP rt;
+  orc::JITDylib* jd = nullptr;  // the kernel's own, removed with it
   KernelFn fn = nullptr;
   ~KernelCode();
 };

@@ -1,0 +1,132 @@
+// What differs between a graph about to compile and one compiled earlier at the same sync site,
+// in the user's terms: inputs, ops, constants baked into ops, outputs and donation.
+#include <sstream>
+
+#include "graph/diagnostics.h"
+#include "ir/shape_infer.h"
+
+namespace lazyx::graph::diag {
+namespace {
+
+std::string ints_str(const std::vector<int64_t>& v) {
+  std::ostringstream os;
+  os << "[";
+  for (size_t i = 0; i < v.size(); ++i) os << (i ? ", " : "") << v[i];
+  os << "]";
+  return os.str();
+}
+
+std::string attrs_str(const ir::Attrs& a) {
+  std::string s = "ints " + ints_str(a.ints) + ", i0 " + std::to_string(a.i0);
+  if (a.flag) s += ", flag";
+  return s;
+}
+
+std::string op_label(const backend::Instr& in, size_t k) {
+  return "op " + std::to_string(k) + " (" + ir::op_name(in.op) + ")";
+}
+
+// A parameter's tensor in words: the output tensor it was donated to, else its buffer.
+std::string param_words(const ParamReport& p) {
+  if (p.output_tensor_id >= 0) return "buffer of tensor " + std::to_string(p.output_tensor_id);
+  return "buffer " + std::to_string(p.buffer_id);
+}
+
+void compare_params(const Signature& a, const Signature& b, std::vector<Difference>& out) {
+  const auto& pa = a.graph.param_instr;
+  const auto& pb = b.graph.param_instr;
+  if (pa.size() != pb.size()) {
+    out.push_back({"structure", std::to_string(pa.size()) + " inputs vs " +
+                                    std::to_string(pb.size())});
+  }
+  for (size_t i = 0; i < std::min(pa.size(), pb.size()); ++i) {
+    const backend::Instr& x = a.graph.instrs[pa[i]];
+    const backend::Instr& y = b.graph.instrs[pb[i]];
+    if (x.shape != y.shape) {
+      out.push_back({"input_shape", "input " + std::to_string(i) + " shape " +
+                                        ir::shape_str(x.shape) + " vs " + ir::shape_str(y.shape)});
+    }
+    if (x.dtype != y.dtype) {
+      out.push_back({"input_dtype", "input " + std::to_string(i) + " dtype " +
+                                        dtype_name(x.dtype) + " vs " + dtype_name(y.dtype)});
+    }
+  }
+}
+
+void compare_ops(const Signature& a, const Signature& b, std::vector<Difference>& out) {
+  const auto& ia = a.graph.instrs;
+  const auto& ib = b.graph.instrs;
+  if (ia.size() != ib.size()) {
+    out.push_back({"structure", std::to_string(ia.size()) + " nodes vs " +
+                                    std::to_string(ib.size())});
+  }
+  for (size_t k = 0; k < std::min(ia.size(), ib.size()); ++k) {
+    const backend::Instr& x = ia[k];
+    const backend::Instr& y = ib[k];
+    if (x.op == ir::Op::Parameter && y.op == ir::Op::Parameter) continue;  // the inputs above
+    if (x.op != y.op) {
+      out.push_back({"op", "op " + std::to_string(k) + ": " + ir::op_name(x.op) + " vs " +
+                               ir::op_name(y.op)});
+      continue;
+    }
+    if (!(x.attrs == y.attrs)) {
+      out.push_back({"baked_constant", op_label(x, k) + ": a constant baked into the graph changed (" +
+                                           attrs_str(x.attrs) + " vs " + attrs_str(y.attrs) + ")"});
+    }
+    if (x.inputs != y.inputs) {
+      out.push_back({"structure", op_label(x, k) + " reads nodes " +
+                                      ints_str({x.inputs.begin(), x.inputs.end()}) + " vs " +
+                                      ints_str({y.inputs.begin(), y.inputs.end()})});
+    } else if (x.dtype != y.dtype) {
+      out.push_back({"op", op_label(x, k) + " dtype " + dtype_name(x.dtype) + " vs " +
+                               dtype_name(y.dtype)});
+    } else if (x.shape != y.shape) {
+      out.push_back({"op", op_label(x, k) + " shape " + ir::shape_str(x.shape) + " vs " +
+                               ir::shape_str(y.shape)});
+    }
+  }
+  if (a.graph.outputs != b.graph.outputs) {
+    out.push_back({"structure", "outputs " + ints_str({a.graph.outputs.begin(), a.graph.outputs.end()}) +
+                                    " vs " +
+                                    ints_str({b.graph.outputs.begin(), b.graph.outputs.end()})});
+  }
+}
+
+void compare_donation(const Signature& a, const Signature& b, std::vector<Difference>& out) {
+  const auto& da = a.graph.donation;
+  const auto& db = b.graph.donation;
+  for (size_t i = 0; i < std::min(da.size(), db.size()); ++i) {
+    if ((da[i] >= 0) == (db[i] >= 0)) {
+      if (da[i] != db[i]) {
+        out.push_back({"donation", "donation pattern: input " + std::to_string(i) +
+                                       " donated to output " + std::to_string(da[i]) +
+                                       " now, to output " + std::to_string(db[i]) + " before"});
+      }
+      continue;
+    }
+    const bool now = da[i] >= 0;
+    const ParamReport* pa = i < a.params.size() ? &a.params[i] : nullptr;
+    const ParamReport* pb = i < b.params.size() ? &b.params[i] : nullptr;
+    const ParamReport* named = now ? pa : pb;
+    const ParamReport* kept = now ? pb : pa;
+    std::string who = named ? param_words(*named) : "input " + std::to_string(i);
+    std::string why = kept ? std::string(alias_reason_name(kept->reason)) +
+                                 (kept->detail.empty() ? "" : ": " + kept->detail)
+                           : "";
+    out.push_back({"donation", "donation pattern: " + who + (now ? " donated now, kept before"
+                                                                 : " kept now, donated before") +
+                                   (why.empty() ? "" : " (" + why + ")")});
+  }
+}
+
+}  // namespace
+
+std::vector<Difference> differences(const Signature& now, const Signature& before) {
+  std::vector<Difference> out;
+  compare_params(now, before, out);
+  compare_donation(now, before, out);
+  compare_ops(now, before, out);
+  return out;
+}
+
+}  // namespace lazyx::graph::diag
