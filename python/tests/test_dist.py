@@ -1,0 +1,276 @@
+"""lazyx.dist and the torch.distributed backend "lazyx": ranks are subprocesses running this file
+(LAZYX_NUM_THREADS=1 each) that share a file store; each checks its results against NumPy, CPU
+eager training on the full batch, or DDP on CPU over torch's own Gloo backend."""
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import pytest
+
+HERE = os.path.abspath(__file__)
+
+
+def _launch(case, world, env=None, limit=60):
+    """Runs `case` on `world` ranks; returns (exit codes, stderr texts)."""
+    import lazyx
+    pkg = os.path.dirname(os.path.dirname(os.path.abspath(lazyx.__file__)))
+    store = tempfile.mkdtemp(prefix="lazyx_pytest_dist_")
+    base = dict(os.environ, PYTHONPATH=pkg, LAZYX_NUM_THREADS="1", LAZYX_DIST_STORE="file://" + store,
+                WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()))
+    base.update(env or {})
+    procs = []
+    for r in range(world):
+        e = dict(base, RANK=str(r))
+        procs.append(subprocess.Popen([sys.executable, HERE, case], env=e, stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True))
+    deadline = time.time() + limit
+    codes, errs = [], []
+    for p in procs:
+        try:
+            _, err = p.communicate(timeout=max(1, deadline - time.time()))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            _, err = p.communicate()
+            err += "\n(killed: still running at the test's limit)"
+        codes.append(p.returncode)
+        errs.append(err)
+    return codes, errs
+
+
+def _free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _ok(codes, errs):
+    assert codes == [0] * len(codes), "\n".join(f"rank {r}: {e}" for r, e in enumerate(errs))
+
+
+# ---- checks run inside the ranks -------------------------------------------------------------
+
+def _inputs(rank, world):
+    x = (np.arange(world * 6, dtype=np.float32).reshape(world * 2, 3) + 1) * (rank + 1) * 0.5 - rank
+    y = 1.0 / (np.arange(5, dtype=np.float64) + 1 + rank) + rank
+    z = (np.arange(4, dtype=np.int64) * 7 + rank * 3) % 5 - 2
+    return x, y, z
+
+
+def case_collectives(rank, world):
+    import torch
+    import torch.distributed as dist
+    import lazyx
+    import lazyx.dist as ld
+    dev = lazyx.device()
+    xs, ys, zs = zip(*[_inputs(r, world) for r in range(world)])
+    X, Y, Z = np.stack(xs), np.stack(ys), np.stack(zs)
+    x, y, z = (torch.from_numpy(a).to(dev) for a in _inputs(rank, world))
+    # lazyx.dist: every collective recorded, then one program.
+    s = [x * 1, y + 0, z.clone()]
+    ld.all_reduce(s)  # in place, three dtypes
+    mean = ld.all_reduce(x * 1, op="mean", scale=3.0)
+    mx, mn = ld.all_reduce(x, op="max"), ld.all_reduce(z, op="min")
+    g = ld.all_gather(x)
+    rs = ld.reduce_scatter(x, scale=0.5)
+    b = ld.broadcast(y, src=world - 1)
+    lazyx.mark_step()
+    np.testing.assert_allclose(s[0].cpu().numpy(), X.sum(0), rtol=1e-6)
+    np.testing.assert_allclose(s[1].cpu().numpy(), Y.sum(0), rtol=1e-12)
+    np.testing.assert_array_equal(s[2].cpu().numpy(), Z.sum(0))
+    np.testing.assert_allclose(mean.cpu().numpy(), 3.0 * X.mean(0), rtol=1e-6)
+    np.testing.assert_array_equal(mx.cpu().numpy(), X.max(0))
+    np.testing.assert_array_equal(mn.cpu().numpy(), Z.min(0))
+    np.testing.assert_array_equal(g.cpu().numpy(), np.concatenate(xs))
+    np.testing.assert_allclose(rs.cpu().numpy(), 0.5 * X.sum(0)[2 * rank:2 * rank + 2], rtol=1e-6)
+    np.testing.assert_array_equal(b.cpu().numpy(), ys[world - 1])
+
+    # torch.distributed on the "lazyx" backend, device and CPU tensors.
+    dist.init_process_group("lazyx")
+    assert dist.get_rank() == rank and dist.get_world_size() == world
+    t = x.clone()
+    dist.all_reduce(t)
+    tmax = x.clone()
+    dist.all_reduce(tmax, op=dist.ReduceOp.MAX)
+    outs = [torch.empty_like(x) for _ in range(world)]
+    dist.all_gather(outs, x)
+    big = torch.empty(world * x.shape[0], 3, device=dev)
+    dist._all_gather_base(big, x)
+    rso = torch.empty(2, 3, device=dev)
+    dist.reduce_scatter(rso, list(x.split(2)))
+    bt = y.clone()
+    dist.broadcast(bt, src=0)
+    cpu = torch.from_numpy(_inputs(rank, world)[0].copy())
+    dist.all_reduce(cpu)  # runs at once through Gloo
+    works = [dist.all_reduce(x.clone(), async_op=True)]
+    lazyx.mark_step()
+    assert all(w.is_completed() for w in works)
+    np.testing.assert_allclose(t.cpu().numpy(), X.sum(0), rtol=1e-6)
+    np.testing.assert_array_equal(tmax.cpu().numpy(), X.max(0))
+    for r in range(world):
+        np.testing.assert_array_equal(outs[r].cpu().numpy(), xs[r])
+    np.testing.assert_array_equal(big.cpu().numpy(), np.concatenate(xs))
+    np.testing.assert_allclose(rso.cpu().numpy(), X.sum(0)[2 * rank:2 * rank + 2], rtol=1e-6)
+    np.testing.assert_array_equal(bt.cpu().numpy(), ys[0])
+    np.testing.assert_allclose(cpu.numpy(), X.sum(0), rtol=1e-6)
+    dist.destroy_process_group()
+
+
+def _model(torch):
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.Tanh(), torch.nn.Linear(32, 4))
+
+
+def _batch(torch, step, world, rows):
+    gen = torch.Generator().manual_seed(100 + step)
+    return torch.randn(world * rows, 16, generator=gen), torch.randint(0, 4, (world * rows,), generator=gen)
+
+
+def _train(torch, model, dev, world, rank, rows, steps, after_backward=None, step_fn=None):
+    import torch.nn.functional as F
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    for s in range(steps):
+        xb, yb = _batch(torch, s, world, rows)
+        lo, hi = rank * rows, (rank + 1) * rows
+        opt.zero_grad(set_to_none=True)
+        F.cross_entropy(model(xb[lo:hi].to(dev)), yb[lo:hi].to(dev)).backward()
+        if step_fn:
+            step_fn(opt)
+        else:
+            opt.step()
+            after_backward and after_backward()
+    return [p.detach().cpu().numpy() for p in model.parameters()]
+
+
+def case_training(rank, world):
+    """optimizer_step and DDP on lazyx against one process on the full batch (CPU eager), and DDP
+    on lazyx against DDP on CPU over torch's Gloo backend: 10 steps each."""
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    import lazyx
+    import lazyx.dist as ld
+    dev, steps, rows = lazyx.device(), 10, 8
+    want = _train(torch, _model(torch), "cpu", 1, 0, world * rows, steps)
+
+    got_step = _train(torch, _model(torch).to(dev), dev, world, rank, rows, steps,
+                      step_fn=ld.optimizer_step)
+    assert lazyx.last_step().ran_program
+
+    dist.init_process_group("lazyx")
+    ddp = DDP(_model(torch).to(dev))
+    got_ddp = _train(torch, ddp, dev, world, rank, rows, steps, after_backward=lazyx.mark_step)
+    gloo = dist.new_group(backend="gloo")
+    got_gloo = _train(torch, DDP(_model(torch), process_group=gloo), "cpu", world, rank, rows, steps)
+    for w, a, b, c in zip(want, got_step, got_ddp, got_gloo):
+        np.testing.assert_allclose(a, w, atol=1e-5, rtol=0)
+        np.testing.assert_allclose(b, w, atol=1e-5, rtol=0)
+        np.testing.assert_allclose(b, c, atol=1e-5, rtol=0)
+    # A different start on each rank: DDP broadcasts rank 0's parameters.
+    torch.manual_seed(rank)
+    m = torch.nn.Linear(4, 4).to(dev)
+    DDP(m)
+    w = m.weight.detach().cpu()
+    gathered = [torch.empty_like(w) for _ in range(world)]
+    dist.all_gather(gathered, w)
+    for gw in gathered:
+        assert torch.equal(gw, gathered[0])
+    dist.destroy_process_group()
+
+
+def case_diverge(rank, world):
+    import torch
+    import lazyx
+    import lazyx.dist as ld
+    ld.init()
+    x = torch.ones(8).to(lazyx.device())
+    r = ld.all_reduce(x)
+    if rank == 0:
+        r = r * 2  # rank 0 traces one more op
+    with pytest.raises(lazyx.LazyxError, match="disagree") as e:
+        lazyx.mark_step()
+    assert "rank 0 runs graph" in str(e.value) and "rank 1 runs graph" in str(e.value)
+    # The group still works for agreeing programs.
+    assert ld.all_reduce(torch.tensor([1.0 + rank]).to(lazyx.device())).item() == 3.0
+    # One rank syncs a collective the other never runs: it raises within the timeout.
+    timeout = float(os.environ["LAZYX_DIST_TIMEOUT"])
+    r = ld.all_reduce(x)
+    if rank == 1:
+        t0 = time.time()
+        with pytest.raises(lazyx.LazyxError, match="did not join"):
+            r.cpu()
+        assert time.time() - t0 < timeout + 2
+    else:
+        time.sleep(timeout + 1)
+
+
+def case_killed(rank, world):
+    import torch
+    import lazyx
+    import lazyx.dist as ld
+    ld.init()
+    if rank == world - 1:
+        os.kill(os.getpid(), signal.SIGKILL)
+    r = ld.all_reduce(torch.ones(4096).to(lazyx.device()))
+    t0 = time.time()
+    with pytest.raises(lazyx.LazyxError, match=r"\[mark_step\]"):
+        lazyx.mark_step()
+    assert time.time() - t0 < float(os.environ["LAZYX_DIST_TIMEOUT"]) + 2
+    with pytest.raises(lazyx.LazyxError):  # the group is broken: later collectives raise too
+        ld.all_reduce(torch.ones(1).to(lazyx.device())).item()
+
+
+def _spawned(rank, out_dir):
+    import torch
+    import lazyx
+    import lazyx.dist as ld
+    v = ld.all_reduce(torch.tensor([rank + 1.0]).to(lazyx.device())).item()
+    with open(os.path.join(out_dir, str(rank)), "w") as f:
+        f.write(f"{ld.get_world_size()} {v}")
+    if rank == 1 and os.environ.get("FAIL_RANK_1"):
+        raise ValueError("rank 1 fails on purpose")
+
+
+def case_spawn(rank, world):
+    import lazyx.dist as ld
+    if rank != 0:
+        return
+    out = tempfile.mkdtemp()
+    ld.spawn(_spawned, args=(out,), nprocs=2)
+    assert sorted(open(os.path.join(out, f)).read() for f in os.listdir(out)) == ["2 3.0"] * 2
+    with pytest.raises(RuntimeError, match="rank 1 exit code 1"):
+        ld.spawn(_spawned, args=(tempfile.mkdtemp(),), nprocs=2, env={"FAIL_RANK_1": "1"})
+
+
+# ---- the tests --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_every_collective_matches_numpy(world):
+    _ok(*_launch("collectives", world))
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_ddp_and_optimizer_step_match_one_process_and_torch_gloo(world):
+    _ok(*_launch("training", world, limit=90))
+
+
+def test_rank_divergence_raises_within_the_timeout():
+    _ok(*_launch("diverge", 2, env={"LAZYX_DIST_TIMEOUT": "3"}))
+
+
+def test_killed_rank_makes_the_others_raise():
+    codes, errs = _launch("killed", 3, env={"LAZYX_DIST_TIMEOUT": "10"})
+    assert codes[:2] == [0, 0], "\n".join(errs)
+    assert codes[2] == -signal.SIGKILL
+
+
+def test_spawn_runs_ranks_and_reports_failures():
+    _ok(*_launch("spawn", 1))
+
+
+if __name__ == "__main__":
+    globals()["case_" + sys.argv[1]](int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]))
