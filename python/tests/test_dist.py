@@ -146,6 +146,18 @@ def _train(torch, model, dev, world, rank, rows, steps, after_backward=None, ste
     return [p.detach().cpu().numpy() for p in model.parameters()]
 
 
+def _one_step(torch, model, dev, step_fn):
+    import lazyx
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x, y = _batch(torch, 0, 1, 8)
+    torch.nn.functional.cross_entropy(model(x.to(dev)), y.to(dev)).backward()
+    if step_fn:
+        step_fn(opt)
+    else:
+        opt.step()
+        lazyx.mark_step()
+
+
 def case_training(rank, world):
     """optimizer_step and DDP on lazyx against one process on the full batch (CPU eager), and DDP
     on lazyx against DDP on CPU over torch's Gloo backend: 10 steps each."""
@@ -170,6 +182,13 @@ def case_training(rank, world):
         np.testing.assert_allclose(a, w, atol=1e-5, rtol=0)
         np.testing.assert_allclose(b, w, atol=1e-5, rtol=0)
         np.testing.assert_allclose(b, c, atol=1e-5, rtol=0)
+    # A warm step of each is one program, with no op falling back to CPU.
+    for model, fn in ((_model(torch).to(dev), ld.optimizer_step), (ddp, None)):
+        _train(torch, model, dev, world, rank, rows, 2, after_backward=lazyx.mark_step, step_fn=fn)
+        lazyx.metrics.clear_all()
+        _one_step(torch, model, dev, fn)
+        assert lazyx.metrics.counter_value("ExecuteComputation") == 1, lazyx.metrics.metrics_report()
+        assert not lazyx.metrics.fallback_counters()
     # A different start on each rank: DDP broadcasts rank 0's parameters.
     torch.manual_seed(rank)
     m = torch.nn.Linear(4, 4).to(dev)
