@@ -242,6 +242,18 @@ void register_dist_bindings(py::module_& parent) {
   });
   m.def("broadcast",
         [](const at::Tensor& t, int root) { return wrap(ld::broadcast(lz_impl(t)->tensor(), root)); });
+  // Gloo on a CPU tensor now, outside any graph (the benchmarks' baseline).
+  m.def("host_all_reduce", [](at::Tensor& t, int op) {
+    if (!t.is_cpu() || !t.is_contiguous()) {
+      throw lazyx::Error("[all_reduce] host_all_reduce takes a contiguous CPU tensor.");
+    }
+    ld::ReduceOp r = reduce_from_int(op);
+    void* p = t.data_ptr();
+    int64_t n = t.numel();
+    lazyx::Dtype d = to_lz(t.scalar_type());
+    py::gil_scoped_release nogil;
+    ld::all_reduce_host(p, n, d, r);
+  });
   m.def("barrier", []() {
     py::gil_scoped_release nogil;
     ld::barrier();
