@@ -291,5 +291,22 @@ def test_spawn_runs_ranks_and_reports_failures():
     _ok(*_launch("spawn", 1))
 
 
+def test_mul_and_div_out_run_on_the_device():
+    """DDP's reducer writes grad / world_size into its bucket with mul.out."""
+    import torch
+    import lazyx
+    dev = lazyx.device()
+    a, b = torch.randn(3, 4), torch.randn(3, 4).abs() + 0.5
+    bucket = torch.zeros(12, device=dev)
+    view = bucket[4:].view(2, 4)
+    torch.mul(a[:2].to(dev), 0.5, out=view)
+    o = torch.empty(0, device=dev)
+    torch.div(a.to(dev), b.to(dev), out=o)  # resizes an empty out
+    assert not lazyx.metrics.fallback_counters()
+    np.testing.assert_allclose(bucket.cpu()[4:].view(2, 4).numpy(), (a[:2] * 0.5).numpy())
+    assert bucket.cpu()[:4].abs().sum().item() == 0
+    np.testing.assert_allclose(o.cpu().numpy(), (a / b).numpy(), rtol=1e-6)
+
+
 if __name__ == "__main__":
     globals()["case_" + sys.argv[1]](int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]))
