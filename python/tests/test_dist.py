@@ -265,6 +265,44 @@ def case_spawn(rank, world):
         ld.spawn(_spawned, args=(tempfile.mkdtemp(),), nprocs=2, env={"FAIL_RANK_1": "1"})
 
 
+def _tutorial(rank, world_size, port, out_dir):
+    """PyTorch's DDP tutorial (basic use case) with only the device and backend names changed."""
+    import torch
+    import torch.distributed as dist
+    import torch.nn as nn
+    import torch.optim as optim
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    import lazyx
+    os.environ["MASTER_ADDR"] = "localhost"
+    os.environ["MASTER_PORT"] = str(port)
+    dist.init_process_group("lazyx", rank=rank, world_size=world_size)
+    torch.manual_seed(rank)
+    model = nn.Sequential(nn.Linear(10, 10), nn.ReLU(), nn.Linear(10, 5)).to(lazyx.device())
+    before = model[0].weight.detach().cpu().clone()
+    ddp_model = DDP(model)
+    loss_fn = nn.MSELoss()
+    optimizer = optim.SGD(ddp_model.parameters(), lr=0.001)
+    optimizer.zero_grad()
+    outputs = ddp_model(torch.randn(20, 10))  # a CPU input, as in the tutorial
+    labels = torch.randn(20, 5).to(lazyx.device())
+    loss_fn(outputs, labels).backward()
+    optimizer.step()
+    torch.save((before, model[0].weight.detach().cpu()), os.path.join(out_dir, str(rank)))
+    dist.destroy_process_group()
+
+
+def case_tutorial(rank, world):
+    import torch
+    import torch.multiprocessing as mp
+    out = tempfile.mkdtemp()
+    for v in ("RANK", "WORLD_SIZE", "LAZYX_DIST_STORE"):
+        os.environ.pop(v)
+    mp.spawn(_tutorial, args=(2, _free_port(), out), nprocs=2, join=True)
+    (b0, w0), (b1, w1) = (torch.load(os.path.join(out, r)) for r in "01")
+    assert not torch.equal(b0, b1)  # different starts: DDP broadcast rank 0's
+    assert torch.equal(w0, w1) and not torch.equal(w0, b0)
+
+
 # ---- the tests --------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("world", [2, 4])
@@ -285,6 +323,10 @@ def test_killed_rank_makes_the_others_raise():
     codes, errs = _launch("killed", 3, env={"LAZYX_DIST_TIMEOUT": "10"})
     assert codes[:2] == [0, 0], "\n".join(errs)
     assert codes[2] == -signal.SIGKILL
+
+
+def test_ddp_tutorial_runs_with_device_and_backend_names_changed():
+    _ok(*_launch("tutorial", 1))
 
 
 def test_spawn_runs_ranks_and_reports_failures():
