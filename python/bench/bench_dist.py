@@ -12,7 +12,9 @@ process (LAZYX_NUM_THREADS, OMP and OpenBLAS), ranks on this machine over loopba
    without lazyx.dist against 2 processes with lazyx.dist.optimizer_step and with DDP on the
    "lazyx" backend: samples/s, scaling efficiency (samples/s of 2 / (2 x samples/s of 1)), and
    the cost of the step's gradient all-reduce alone (the same gradient tensors, one program).
-   Quiet, then with a busy process this benchmark starts (a Python spin loop).
+   Quiet, then with a busy process this benchmark starts (a Python spin loop). "CPU s/step" is
+   the CPU time of one rank's process per step (all its threads): the work a step costs whatever
+   else runs on the machine; "CPU vs 1" near 1.00x means the collective adds little work.
 """
 import argparse
 import os
@@ -95,14 +97,16 @@ def _model():
 def _steps(model, opt, dev, steps, step_fn, batch=1024):
     x = torch.randn(batch, 784).to(dev)
     y = torch.randint(0, 10, (batch,)).to(dev)
-    ts = []
+    ts, cs = [], []
     for i in range(steps + 2):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         opt.zero_grad(set_to_none=True)
         F.cross_entropy(model(x), y).backward()
         step_fn(opt)
         ts.append(time.perf_counter() - t0)
-    return statistics.median(ts[2:])  # two warm-up steps compile
+        cs.append(time.process_time() - c0)
+    # Two warm-up steps compile. Wall time, and CPU time of this process (all its threads).
+    return statistics.median(ts[2:]), statistics.median(cs[2:])
 
 
 def mlp_ranks(rank, mode, steps, out):
@@ -181,14 +185,18 @@ def main():
         one, two = eval(_read(tmp + "_one")), eval(_read(tmp + "_two"))
         print(f"\n== wide MLP 784-2048-2048-10, Adam, batch 1024 per process, "
               f"{'with a busy competing process' if busy else 'quiet'} ==")
-        s1 = 1024 / one["step"]
-        print(f"1 process (no dist):            step {one['step'] * 1e3:7.1f} ms  {s1:8.0f} samples/s")
+        (w1, c1) = one["step"]
+        s1 = 1024 / w1
+        print(f"{'':31} {'wall step':>10} {'samples/s':>10} {'vs 1':>6} {'efficiency':>10} "
+              f"{'CPU s/step':>10} {'CPU vs 1':>8}")
+        print(f"{'1 process (no dist)':31} {w1 * 1e3:8.1f}ms {s1:10.0f} {'':6} {'':10} {c1:10.3f}")
         for k in ("optimizer_step", "ddp"):
-            s2 = 2 * 1024 / two[k]
-            print(f"2 processes, {k + ':':16} step {two[k] * 1e3:7.1f} ms  {s2:8.0f} samples/s  "
-                  f"{s2 / s1:.2f}x, scaling efficiency {s2 / (2 * s1) * 100:.0f}%")
+            w2, c2 = two[k]
+            s2 = 2 * 1024 / w2
+            print(f"{'2 processes, ' + k:31} {w2 * 1e3:8.1f}ms {s2:10.0f} {s2 / s1:5.2f}x "
+                  f"{s2 / (2 * s1) * 100:9.0f}% {c2:10.3f} {c2 / c1:7.2f}x")
         print(f"gradient all-reduce alone (23 MB, one program): {two['allreduce'] * 1e3:.1f} ms = "
-              f"{two['allreduce'] / two['optimizer_step'] * 100:.0f}% of the optimizer_step step")
+              f"{two['allreduce'] / two['optimizer_step'][0] * 100:.0f}% of the optimizer_step step")
     for suffix in ("_ar", "_one", "_two"):
         os.remove(tmp + suffix)
 
