@@ -160,8 +160,8 @@ def main():
     ap.add_argument("--max-mib", type=int, default=64)
     args = ap.parse_args()
     tmp = os.path.join("/tmp", f"lazyx_bench_dist_{os.getpid()}")
-    print(f"lazyx {lazyx.backend_name()} backend, torch {torch.__version__}, {os.cpu_count()} cores;"
-          " 1 thread per process; ranks on this machine (loopback)\n")
+    print(f"lazyx {lazyx.backend_name()} backend, torch {torch.__version__}, "
+          f"{os.cpu_count()} cores; 1 thread per process; ranks on this machine (loopback)\n")
 
     ld.spawn(allreduce_ranks, args=(args.max_mib, args.quick, tmp + "_ar"), nprocs=2)
     print("== all-reduce (sum, float32), 2 ranks: median time per call ==")
@@ -195,8 +195,9 @@ def main():
             s2 = 2 * 1024 / w2
             print(f"{'2 processes, ' + k:31} {w2 * 1e3:8.1f}ms {s2:10.0f} {s2 / s1:5.2f}x "
                   f"{s2 / (2 * s1) * 100:9.0f}% {c2:10.3f} {c2 / c1:7.2f}x")
+        share = two["allreduce"] / two["optimizer_step"][0] * 100
         print(f"gradient all-reduce alone (23 MB, one program): {two['allreduce'] * 1e3:.1f} ms = "
-              f"{two['allreduce'] / two['optimizer_step'][0] * 100:.0f}% of the optimizer_step step")
+              f"{share:.0f}% of the optimizer_step step")
     for suffix in ("_ar", "_one", "_two"):
         os.remove(tmp + suffix)
 

@@ -74,8 +74,9 @@ def _store_from_env(rank):
     host = os.environ.get("MASTER_ADDR")
     port = _env_int("MASTER_PORT")
     if host is None or port is None:
-        raise ValueError("[dist.init] no store given: pass store='file:///dir' or 'tcp://host:port', "
-                         "or set LAZYX_DIST_STORE, or MASTER_ADDR and MASTER_PORT")
+        raise ValueError("[dist.init] no store given: pass store='file:///dir' or "
+                         "'tcp://host:port', or set LAZYX_DIST_STORE, or MASTER_ADDR and "
+                         "MASTER_PORT")
     if os.environ.get("TORCHELASTIC_RUN_ID"):  # torchrun serves its own store on MASTER_PORT
         world = _env_int("WORLD_SIZE")
         client = _td.TCPStore(host, port, world, False)
@@ -227,7 +228,8 @@ def spawn(fn, args=(), nprocs=2, env=None):
     e = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port()),
          "LAZYX_DIST_STORE": "file://" + tmp}
     e.update(env or {})
-    procs = [ctx.Process(target=_worker, args=(fn, r, nprocs, e, tuple(args))) for r in range(nprocs)]
+    procs = [ctx.Process(target=_worker, args=(fn, r, nprocs, e, tuple(args)))
+             for r in range(nprocs)]
     for p in procs:
         p.start()
     failed = []

@@ -1,13 +1,13 @@
 // lazyx._C._dist: lazyx::dist for Python, and the c10d process group behind the torch.distributed
 // backend "lazyx". Collectives on device tensors record graph ops (they run in the next program);
 // CPU tensors (torch's own bookkeeping, e.g. DDP's parameter shape check) go through Gloo at once.
+#include <lazyx/dist.h>
 #include <pybind11/stl.h>
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
-#include <torch/csrc/distributed/c10d/Work.hpp>
 #include <torch/csrc/utils/pybind.h>
 #include <torch/extension.h>
 
-#include <lazyx/dist.h>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include "kernels.h"
 
@@ -19,11 +19,16 @@ namespace {
 
 ld::ReduceOp to_reduce(const c10d::ReduceOp& op, const char* what) {
   switch (op.op_) {
-    case c10d::ReduceOp::SUM: return ld::ReduceOp::Sum;
-    case c10d::ReduceOp::AVG: return ld::ReduceOp::Mean;
-    case c10d::ReduceOp::MAX: return ld::ReduceOp::Max;
-    case c10d::ReduceOp::MIN: return ld::ReduceOp::Min;
-    default: break;
+    case c10d::ReduceOp::SUM:
+      return ld::ReduceOp::Sum;
+    case c10d::ReduceOp::AVG:
+      return ld::ReduceOp::Mean;
+    case c10d::ReduceOp::MAX:
+      return ld::ReduceOp::Max;
+    case c10d::ReduceOp::MIN:
+      return ld::ReduceOp::Min;
+    default:
+      break;
   }
   throw lazyx::Error(std::string("[") + what +
                      "] the lazyx backend reduces with SUM, AVG, MAX or MIN only; got another "
@@ -35,7 +40,8 @@ ld::ReduceOp to_reduce(const c10d::ReduceOp& op, const char* what) {
 class LazyxWork : public c10d::Work {
  public:
   explicit LazyxWork(std::vector<at::Tensor> outputs) : outputs_(std::move(outputs)) {
-    future_ = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
+    future_ =
+        c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
     future_->markCompleted(c10::IValue(outputs_));
   }
   bool isCompleted() override { return true; }
@@ -166,7 +172,8 @@ class LazyxProcessGroup : public c10d::ProcessGroup {
     }
   }
 
-  c10::intrusive_ptr<c10d::Work> reduce_all(std::vector<at::Tensor>& ts, const c10d::ReduceOp& rop) {
+  c10::intrusive_ptr<c10d::Work> reduce_all(std::vector<at::Tensor>& ts,
+                                            const c10d::ReduceOp& rop) {
     ld::ReduceOp op = to_reduce(rop, "allreduce");
     if (all_device(ts, "allreduce")) {
       std::vector<at::Tensor> r = device_all_reduce(ts, op, 1.0);
@@ -222,12 +229,12 @@ namespace lazyx_bridge {
 
 void register_dist_bindings(py::module_& parent) {
   py::module_ m = parent.def_submodule("_dist", "lazyx::dist: collectives as graph ops");
-  m.def("init", [](int rank, int world, const std::string& kind, const std::string& where,
-                   int port) {
-    ld::Store s = kind == "file" ? ld::Store::file(where) : ld::Store::tcp(where, port);
-    py::gil_scoped_release nogil;
-    ld::init(rank, world, s);
-  });
+  m.def("init",
+        [](int rank, int world, const std::string& kind, const std::string& where, int port) {
+          ld::Store s = kind == "file" ? ld::Store::file(where) : ld::Store::tcp(where, port);
+          py::gil_scoped_release nogil;
+          ld::init(rank, world, s);
+        });
   m.def("destroy", []() { ld::destroy(); });
   m.def("is_initialized", []() { return ld::is_initialized(); });
   m.def("rank", []() { return ld::rank(); });
@@ -236,12 +243,14 @@ void register_dist_bindings(py::module_& parent) {
   m.def("all_reduce", [](const std::vector<at::Tensor>& ts, int op, double scale) {
     return device_all_reduce(ts, reduce_from_int(op), scale);
   });
-  m.def("all_gather", [](const at::Tensor& t) { return wrap(ld::all_gather(lz_impl(t)->tensor())); });
+  m.def("all_gather",
+        [](const at::Tensor& t) { return wrap(ld::all_gather(lz_impl(t)->tensor())); });
   m.def("reduce_scatter", [](const at::Tensor& t, int op, double scale) {
     return wrap(ld::reduce_scatter(lz_impl(t)->tensor(), reduce_from_int(op), scale));
   });
-  m.def("broadcast",
-        [](const at::Tensor& t, int root) { return wrap(ld::broadcast(lz_impl(t)->tensor(), root)); });
+  m.def("broadcast", [](const at::Tensor& t, int root) {
+    return wrap(ld::broadcast(lz_impl(t)->tensor(), root));
+  });
   // Gloo on a CPU tensor now, outside any graph (the benchmarks' baseline).
   m.def("host_all_reduce", [](at::Tensor& t, int op) {
     if (!t.is_cpu() || !t.is_contiguous()) {
