@@ -344,5 +344,38 @@ def test_mul_and_div_out_run_on_the_device():
     np.testing.assert_allclose(o.cpu().numpy(), (a / b).numpy(), rtol=1e-6)
 
 
+def test_bad_input_is_a_clear_error_and_a_world_of_one_works(tmp_path, monkeypatch):
+    import torch
+    import lazyx
+    import lazyx.dist as ld
+    for v in ("RANK", "WORLD_SIZE", "LAZYX_DIST_STORE", "MASTER_ADDR", "MASTER_PORT"):
+        monkeypatch.delenv(v, raising=False)
+    x = torch.tensor([1.0, 2.0]).to(lazyx.device())
+    with pytest.raises(lazyx.LazyxError, match="not initialized"):
+        ld.all_reduce(x)
+    with pytest.raises(ValueError, match="expected file:///dir or tcp://host:port"):
+        ld.init(0, 1, "ftp://somewhere")
+    with pytest.raises(ValueError, match="no store given"):
+        ld.init(0, 1)
+    monkeypatch.setenv("RANK", "zero")
+    with pytest.raises(ValueError, match="RANK='zero' is not a whole number"):
+        ld.init(world_size=1, store="file://" + str(tmp_path))
+    monkeypatch.delenv("RANK")
+    assert not ld.is_initialized()
+    ld.init(0, 1, "file://" + str(tmp_path))
+    try:
+        with pytest.raises(ValueError, match="unknown reduction 'prod'"):
+            ld.all_reduce(x, op="prod")
+        with pytest.raises(lazyx.LazyxError, match="root 3"):
+            ld.broadcast(x, src=3)
+        # A world of one: every collective is the identity (times the scale).
+        np.testing.assert_array_equal(ld.all_reduce(x, op="mean", scale=2.0).cpu().numpy(), [2, 4])
+        np.testing.assert_array_equal(ld.all_gather(x).cpu().numpy(), [1, 2])
+        assert ld.get_rank() == 0 and ld.get_world_size() == 1
+    finally:
+        ld.destroy()
+    assert not ld.is_initialized()
+
+
 if __name__ == "__main__":
     globals()["case_" + sys.argv[1]](int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]))
