@@ -203,7 +203,7 @@ def _create_process_group(store, rank, world_size, timeout):
     return _D.create_process_group(rank, world_size)
 
 
-if "LAZYX" not in _td.Backend._plugins:
+if _td.is_available() and "LAZYX" not in _td.Backend._plugins:
     _td.Backend.register_backend("lazyx", _create_process_group)
 
 
