@@ -19,6 +19,7 @@ from ._C import LazyxError, StepReport, ParamReport
 from . import metrics
 from . import _printing
 from . import _serialization
+from . import dist  # lazyx.dist; registers the torch.distributed backend "lazyx"
 from ._serialization import save
 
 _serialization.install()  # copy.deepcopy, torch.save and torch.load of device tensors

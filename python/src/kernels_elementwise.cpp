@@ -95,6 +95,16 @@ BINARY_TS(mul, mul, *)
 BINARY_TS(div, div, /)
 #undef BINARY_TS
 
+// Out variants (DDP's reducer writes grad / world_size into its bucket with mul.out).
+Tensor& out_of(Tensor& out, const Tensor& r) {
+  if (out.sizes() != r.sizes()) out.resize_(r.sizes());
+  LT o = lz(out);
+  o.copy_(lz(r));
+  return out;
+}
+Tensor& mul_out(const Tensor& a, const Tensor& b, Tensor& out) { return out_of(out, mul_t(a, b)); }
+Tensor& div_out(const Tensor& a, const Tensor& b, Tensor& out) { return out_of(out, div_t(a, b)); }
+
 Tensor pow_ts(const Tensor& a, const c10::Scalar& e) { return wrap(lz(a).pow(to_lz(e))); }
 Tensor pow_tt(const Tensor& a, const Tensor& e) {
   if (is_cpu_scalar(e)) return wrap(lz(a).pow(cpu_scalar(e)));
@@ -314,6 +324,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("div_.Tensor", LZ_FN(div__t));
   m.impl("div.Scalar", LZ_FN(div_s));
   m.impl("div_.Scalar", LZ_FN(div__s));
+  m.impl("mul.out", LZ_FN(mul_out));
+  m.impl("div.out", LZ_FN(div_out));
   m.impl("pow.Tensor_Scalar", LZ_FN(pow_ts));
   m.impl("pow.Tensor_Tensor", LZ_FN(pow_tt));
   m.impl("pow_.Scalar", LZ_FN(pow__s));

@@ -43,12 +43,14 @@ py::dict memory_stats_dict() {
 }  // namespace
 
 namespace lazyx_bridge {
+void register_dist_bindings(py::module_& m);  // dist_bindings.cpp
 void rethrow_op_error(const lazyx::Error& e) { throw OpError(e.what()); }
 }  // namespace lazyx_bridge
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "lazyx: a lazy tensor engine as PyTorch's PrivateUse1 device";
   register_foreach_kernels();
+  register_dist_bindings(m);
   static py::exception<lazyx::Error> lazyx_error(m, "LazyxError", PyExc_RuntimeError);
   lazyx_error_type = lazyx_error.ptr();
   py::register_exception_translator([](std::exception_ptr p) {
