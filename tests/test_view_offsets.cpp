@@ -106,6 +106,21 @@ TEST_P(ViewOffsets, ValueReadsShareOnePrograms) {
   EXPECT_EQ(counter("UncachedCompile"), 1);
 }
 
+// Other per-batch values are operands already: arange's start and step, host-built indices.
+TEST_P(ViewOffsets, ArangeStartsAndHostIndicesShareOneProgram) {
+  Tensor table = materialized(iota(40, 0, 0.5f), {20, 2});
+  for (int64_t i = 0; i < 4; ++i) {
+    Tensor r = arange(Scalar(i * 10), Scalar(i * 10 + 5), Scalar(1)) * 2;
+    Tensor rows = table.index_select(0, tensor<int64_t>({3 * i, 3 * i + 1}, {2}));
+    mark_step();
+    std::vector<int64_t> got = r.to_vector<int64_t>(), want;
+    for (int64_t k = 0; k < 5; ++k) want.push_back(2 * (i * 10 + k));
+    EXPECT_EQ(got, want);
+    expect_floats(rows, {3 * i * 1.0f, 3 * i * 1.0f + 0.5f, 3 * i + 1.0f, 3 * i + 1.5f});
+  }
+  EXPECT_EQ(counter("UncachedCompile"), 1);
+}
+
 // LAZYX_STATIC_VIEW_OFFSETS=1 bakes offsets into the graph: one program per offset.
 TEST_P(ViewOffsets, StaticOffsetsSwitchCompilesEach) {
   setenv("LAZYX_STATIC_VIEW_OFFSETS", "1", 1);
