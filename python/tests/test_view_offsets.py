@@ -109,3 +109,77 @@ def test_static_offsets_switch_compiles_every_window(monkeypatch):
         lazyx.mark_step()
         assert y.item() == pytest.approx(2 * sum(range(i * 10, (i + 1) * 10)))
     assert compiles() - before <= 1
+
+
+class TinyGPT(nn.Module):
+    """Token and position embeddings, one causal encoder layer, a tied decoder."""
+
+    def __init__(self, vocab=40, d=16, max_len=512):
+        super().__init__()
+        self.tok = nn.Embedding(vocab, d)
+        self.pos = nn.Embedding(max_len, d)
+        self.block = nn.TransformerEncoderLayer(d, 2, 32, dropout=0.0, batch_first=True)
+        self.head = nn.Linear(d, vocab, bias=False)
+        self.head.weight = self.tok.weight
+
+    def forward(self, idx):
+        t = idx.size(1)
+        mask = torch.triu(torch.full((t, t), float("-inf")), diagonal=1).to(idx.device)
+        x = self.tok(idx) + self.pos(torch.arange(t, device=idx.device))
+        return self.head(self.block(x, mask))
+
+
+def test_generation_under_buckets_compiles_a_handful():
+    torch.manual_seed(0)
+    cpu_model = TinyGPT().eval()
+    model = TinyGPT().eval()
+    model.load_state_dict(cpu_model.state_dict())
+    model.to(DEV)
+    prompt, total = 5, 200
+    buf = torch.zeros(1, 256, dtype=torch.long)
+    buf[0, :prompt] = torch.randint(0, 40, (prompt,), generator=torch.Generator().manual_seed(1))
+    buf = buf.to(DEV)
+    lazyx.mark_step()
+    before = compiles()
+    per_token, last_logits = [], []
+    with torch.no_grad():
+        for n in range(prompt, total):
+            b = lazyx.bucket_size(n)
+            c0 = compiles()
+            logits = model(buf[:, :b])
+            last = logits.index_select(1, torch.tensor([n - 1]).to(DEV))
+            buf.index_copy_(1, torch.tensor([n]).to(DEV), last.argmax(-1))
+            lazyx.mark_step()
+            per_token.append((n, b, compiles() - c0))
+            last_logits.append(last)
+    used = sorted({b for _, b, _ in per_token})
+    assert used == [16, 32, 64, 128, 256]
+    # Programs are compiled at the first token of each bucket only (one step is a few programs
+    # while some op in it runs on the CPU fallback), never again within a bucket.
+    firsts = {b: n for n, b, _ in reversed(per_token)}
+    late = [(n, c) for n, b, c in per_token if n != firsts[b] and c]
+    assert not late, late
+    assert compiles() - before <= 5 * len(used), per_token
+    # Eager on the device's tokens: every step's last logits, without padding.
+    tokens = buf.cpu()
+    with torch.no_grad():
+        for k, n in enumerate(range(prompt, total, 17)):
+            want = cpu_model(tokens[:, :n])[:, n - 1]
+            got = last_logits[n - prompt].cpu()[:, 0]
+            torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_bucket_helpers():
+    assert [lazyx.bucket_size(n) for n in (0, 1, 16, 17, 100)] == [16, 16, 16, 32, 128]
+    lazyx.set_shape_buckets([8, 24, 40])
+    try:
+        assert [lazyx.bucket_size(n) for n in (3, 9, 40, 41)] == [8, 24, 40, 41]
+        x = torch.arange(10.).view(1, 10)
+        p, n = lazyx.pad_to_bucket(x, dim=1, value=-1)
+        assert n == 10 and p.shape == (1, 24)
+        assert torch.equal(p[:, :10], x) and bool((p[:, 10:] == -1).all())
+        with pytest.raises(ValueError, match="set_shape_buckets"):
+            lazyx.set_shape_buckets([8, 8])
+        assert lazyx.get_shape_buckets() == [8, 24, 40]  # unchanged by the bad call
+    finally:
+        lazyx.set_shape_buckets(None)
