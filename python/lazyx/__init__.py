@@ -21,6 +21,7 @@ from . import _printing
 from . import _serialization
 from . import dist  # lazyx.dist; registers the torch.distributed backend "lazyx"
 from ._serialization import save
+from .buckets import set_shape_buckets, get_shape_buckets, bucket_size, pad_to_bucket
 
 _serialization.install()  # copy.deepcopy, torch.save and torch.load of device tensors
 _printing.install()  # print(t) copies t to CPU once instead of falling back op by op
@@ -30,7 +31,7 @@ __all__ = [
     "last_step", "memory_stats", "reset_peak_memory_stats", "empty_cache", "tensor_id",
     "graph_text", "graph_dot", "storage_base_id", "is_pending", "metrics", "LazyxError", "StepReport", "ParamReport",
     "backend_name", "set_backend", "program_cache_size", "clear_program_cache", "manual_seed",
-    "save",
+    "save", "set_shape_buckets", "get_shape_buckets", "bucket_size", "pad_to_bucket",
 ]
 
 DEVICE_TYPE = _C.device_type()  # "privateuseone": torch 1.13 cannot rename PrivateUse1

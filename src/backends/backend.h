@@ -43,6 +43,9 @@ class Program {
 
 struct ExecArgs {
   std::vector<runtime::Buffer*> params;
+  // Per parameter: bytes from the buffer's start where the parameter begins (a window read at a
+  // run-time offset); empty means all zero.
+  std::vector<int64_t> param_offsets;
   std::vector<ScalarValue> scalars;
   // One per output. Donated outputs arrive holding their parameter's buffer; the backend
   // allocates the rest.

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "backends/backend.h"
 #include "dist/process_group.h"
@@ -49,12 +50,30 @@ struct Walk {
   std::vector<const ir::Node*> outputs;          // unique output roots
   std::vector<int32_t> output_instr;
   uint64_t structure_hash = 0;
+  std::vector<int64_t> param_offsets;                    // per parameter slot, in bytes
+  std::vector<bool> windows;                             // per parameter slot
+  std::unordered_set<runtime::Buffer*> fold;             // windows whose offsets go in the graph
+  std::vector<std::pair<int32_t, int64_t>> folded;       // (instruction, view offset)
+};
+
+// Parameter slots: one per buffer, and one per (buffer, offset) read by windows.
+struct SlotKey {
+  runtime::Buffer* b;
+  int64_t off;
+  bool window;
+  bool operator==(const SlotKey& o) const { return b == o.b && off == o.off && window == o.window; }
+};
+struct SlotKeyHash {
+  size_t operator()(const SlotKey& k) const {
+    return std::hash<const void*>()(k.b) ^ (std::hash<int64_t>()(k.off) * 0x9e3779b97f4a7c15ull) ^
+           k.window;
+  }
 };
 
 // Post-order over `roots`, sharing nodes (a DAG) and deduplicating parameters by buffer.
 void walk(const char* op, Walk& w) {
   uint64_t epoch = ++walk_epoch_counter;
-  std::unordered_map<runtime::Buffer*, int32_t> param_of_buffer;
+  std::unordered_map<SlotKey, int32_t, SlotKeyHash> param_of_buffer;
   std::vector<std::pair<const ir::Node*, size_t>> stack;
   uint64_t h = 0x6c617a7978ull;
   auto post = [&](const ir::Node* n) {
@@ -65,13 +84,17 @@ void walk(const char* op, Walk& w) {
                          " was overwritten while a pending graph still read it (a donation "
                          "bug). Please report it with LAZYX_DEBUG=1 output.");
       }
-      auto it = param_of_buffer.find(b);
+      const bool window = n->is_window() && !w.fold.count(b);
+      const int64_t off = window ? n->param_offset() : 0;
+      auto it = param_of_buffer.find({b, off, window});
       if (it != param_of_buffer.end()) {
         n->walk_index = it->second;
         return;
       }
       int32_t idx = static_cast<int32_t>(w.order.size());
-      param_of_buffer.emplace(b, idx);
+      param_of_buffer.emplace(SlotKey{b, off, window}, idx);
+      w.windows.push_back(window);
+      w.param_offsets.push_back(off * static_cast<int64_t>(dtype_size(n->dtype())));
       n->walk_index = idx;
       w.order.push_back(n);
       w.slot.push_back(static_cast<int32_t>(w.params.size()));
@@ -91,6 +114,13 @@ void walk(const char* op, Walk& w) {
     }
     h = ir::hash_combine(h, n->hash());
     for (const auto& o : n->operands()) h = ir::hash_combine(h, static_cast<uint64_t>(o->walk_index));
+    if (n->op() == ir::Op::AsStrided) {  // a window read at a compile-time offset after all
+      const ir::Node* src = n->operand(0).get();
+      if (src->op() == ir::Op::Parameter && src->is_window() && w.fold.count(src->buffer().get())) {
+        w.folded.emplace_back(idx, src->param_offset());
+        h = ir::hash_combine(h, static_cast<uint64_t>(src->param_offset()));
+      }
+    }
   };
   for (const ir::Node* root : w.outputs) {
     if (root->walk_epoch == epoch) continue;
@@ -127,6 +157,7 @@ backend::LoweredGraph lower(const Walk& w, const std::vector<int32_t>& donation)
     for (const auto& o : n->operands()) in.inputs.push_back(o->walk_index);
     g.instrs.push_back(std::move(in));
   }
+  for (auto [i, off] : w.folded) g.instrs[i].attrs.i0 = off;
   g.outputs = w.output_instr;
   g.param_instr = w.param_instr;
   g.num_scalars = static_cast<int32_t>(w.scalars.size());
@@ -135,6 +166,27 @@ backend::LoweredGraph lower(const Walk& w, const std::vector<int32_t>& donation)
 }
 
 void finish_report(StepReport r) { last_report = std::move(r); }
+
+// Buffers that are donated and also read through a window's own parameter slot.
+std::unordered_set<runtime::Buffer*> donated_windows(const Walk& w, const DonationPlan& plan) {
+  std::unordered_set<runtime::Buffer*> shifted, r;
+  for (size_t p = 0; p < w.params.size(); ++p) {
+    if (w.windows[p]) shifted.insert(w.params[p]);
+  }
+  if (shifted.empty()) return r;
+  for (size_t p = 0; p < plan.donation.size(); ++p) {
+    if (plan.donation[p] >= 0 && shifted.count(w.params[p])) r.insert(w.params[p]);
+  }
+  return r;
+}
+
+// Clears a walk's results, keeping its roots and the buffers whose offsets it folds.
+void reset_walk(Walk& w) {
+  Walk fresh;
+  fresh.outputs = std::move(w.outputs);
+  fresh.fold = std::move(w.fold);
+  w = std::move(fresh);
+}
 
 }  // namespace
 
@@ -197,31 +249,45 @@ void sync_storages(SyncKind kind, std::vector<Storage*> targets, const char* wha
     din.target_output.push_back(it->second);
     din.target_passthrough.push_back(nullptr);
   }
-  walk(op, w);
-  const bool collectives = dist::on_program(w.order);
-  // A storage overwritten without reading its old buffer (fill_, zero_, copy_ with a conversion)
-  // may still write its new value into that buffer at a step barrier: the buffer joins the
-  // program as an unread parameter, and the donation rules decide as for any other.
+  DonationPlan plan;
   std::vector<ir::NodePtr> unread;
-  if (kind == SyncKind::MarkStep && din.aliasing_enabled) {
-    for (size_t t = 0; t < targets.size(); ++t) {
-      runtime::Buffer* b = targets[t]->data().get();
-      if (!b || din.target_output[t] < 0 || b->pinned() || b->holders() != 1) continue;
-      if (std::find(w.params.begin(), w.params.end(), b) != w.params.end()) continue;
-      if (b->bytes() != din.output_bytes[din.target_output[t]]) continue;
-      ir::NodePtr n = ir::Node::parameter(targets[t]->data(), targets[t]->shape(), targets[t]->dtype());
-      n->walk_index = static_cast<int32_t>(w.order.size());
-      w.slot.push_back(static_cast<int32_t>(w.params.size()));
-      w.param_instr.push_back(n->walk_index);
-      w.params.push_back(b);
-      w.order.push_back(n.get());
-      w.structure_hash = ir::hash_combine(w.structure_hash, n->hash() ^ 0x756e72656164ull);
-      unread.push_back(std::move(n));
+  for (;;) {
+    walk(op, w);
+    // A storage overwritten without reading its old buffer (fill_, zero_, copy_ with a
+    // conversion) may still write its new value into that buffer at a step barrier: the buffer
+    // joins the program as an unread parameter, and the donation rules decide as for any other.
+    if (kind == SyncKind::MarkStep && din.aliasing_enabled) {
+      for (size_t t = 0; t < targets.size(); ++t) {
+        runtime::Buffer* b = targets[t]->data().get();
+        if (!b || din.target_output[t] < 0 || b->pinned() || b->holders() != 1) continue;
+        if (std::find(w.params.begin(), w.params.end(), b) != w.params.end()) continue;
+        if (b->bytes() != din.output_bytes[din.target_output[t]]) continue;
+        ir::NodePtr n =
+            ir::Node::parameter(targets[t]->data(), targets[t]->shape(), targets[t]->dtype());
+        n->walk_index = static_cast<int32_t>(w.order.size());
+        w.slot.push_back(static_cast<int32_t>(w.params.size()));
+        w.param_instr.push_back(n->walk_index);
+        w.params.push_back(b);
+        w.param_offsets.push_back(0);
+        w.windows.push_back(false);
+        w.order.push_back(n.get());
+        w.structure_hash = ir::hash_combine(w.structure_hash, n->hash() ^ 0x756e72656164ull);
+        unread.push_back(std::move(n));
+      }
     }
+    din.params = w.params;
+    for (int32_t pi : w.param_instr) din.param_nodes.push_back(w.order[pi]);
+    plan = decide_donation(din);
+    // A window read at a run-time offset has a parameter slot of its own; if its buffer is
+    // donated, walk again with that buffer's offsets in the graph, so every read of it is seen.
+    std::unordered_set<runtime::Buffer*> fold = donated_windows(w, plan);
+    if (fold.empty()) break;
+    w.fold.insert(fold.begin(), fold.end());
+    reset_walk(w);
+    unread.clear();
+    din.param_nodes.clear();
   }
-  din.params = w.params;
-  for (int32_t pi : w.param_instr) din.param_nodes.push_back(w.order[pi]);
-  DonationPlan plan = decide_donation(din);
+  const bool collectives = dist::on_program(w.order);
 
   std::shared_ptr<CachedProgram> prog;
   if (!w.outputs.empty()) {
@@ -271,6 +337,7 @@ void sync_storages(SyncKind kind, std::vector<Storage*> targets, const char* wha
   if (prog) {
     backend::ExecArgs args;
     args.params = w.params;
+    args.param_offsets = w.param_offsets;
     args.scalars.reserve(w.scalars.size());
     for (const ir::Node* s : w.scalars) args.scalars.push_back({s->scalar_f(), s->scalar_i()});
     args.outputs = &outputs;

@@ -58,6 +58,14 @@ Node::Node(Op op, Dtype dtype, Shape shape, std::vector<NodePtr> operands, Attrs
 
 int64_t Node::numel() const { return shape_numel(shape_); }
 
+NodePtr Node::window(std::shared_ptr<runtime::Buffer> buffer, Shape shape, Dtype dtype,
+                     int64_t offset) {
+  NodePtr n = parameter(std::move(buffer), std::move(shape), dtype);
+  n->param_offset_ = offset;
+  n->window_ = true;
+  return n;
+}
+
 NodePtr Node::parameter(std::shared_ptr<runtime::Buffer> buffer, Shape shape, Dtype dtype) {
   auto n = std::make_shared<Node>(Op::Parameter, dtype, std::move(shape), std::vector<NodePtr>{});
   n->buffer_version_ = buffer->version();

@@ -45,6 +45,10 @@ class Node {
   // means someone wrote the buffer while this graph still read it: a donation bug.
   const std::shared_ptr<runtime::Buffer>& buffer() const { return buffer_; }
   uint64_t buffer_version() const { return buffer_version_; }
+  // A window's parameter starts this many elements into its buffer. The offset is a run-time
+  // operand (passed with the buffer, not in the hash), so windows at other offsets share programs.
+  bool is_window() const { return window_; }
+  int64_t param_offset() const { return param_offset_; }
   // Scalar payload.
   double scalar_f() const { return scalar_f_; }
   int64_t scalar_i() const { return scalar_i_; }
@@ -54,6 +58,8 @@ class Node {
   mutable int32_t walk_index = -1;
 
   static NodePtr parameter(std::shared_ptr<runtime::Buffer> buffer, Shape shape, Dtype dtype);
+  static NodePtr window(std::shared_ptr<runtime::Buffer> buffer, Shape shape, Dtype dtype,
+                        int64_t offset);
   static NodePtr scalar(Dtype dtype, double f, int64_t i);
 
  private:
@@ -66,6 +72,8 @@ class Node {
   int64_t id_ = 0;
   std::shared_ptr<runtime::Buffer> buffer_;
   uint64_t buffer_version_ = 0;
+  int64_t param_offset_ = 0;
+  bool window_ = false;
   double scalar_f_ = 0;
   int64_t scalar_i_ = 0;
 };

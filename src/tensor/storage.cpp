@@ -3,6 +3,7 @@
 
 #include "ir/shape_infer.h"
 #include "lazyx/error.h"
+#include "runtime/env.h"
 #include "tensor/tensor_impl.h"
 
 namespace lazyx {
@@ -138,6 +139,12 @@ ir::NodePtr TensorImpl::value(const char* op) const {
   ir::Attrs a;
   a.ints = strides();
   a.i0 = offset_;
+  // A window into a materialized buffer reads from a parameter that starts at the window, so
+  // the offset is a run-time operand (LAZYX_STATIC_VIEW_OFFSETS=1 bakes it into the graph).
+  if (v->op() == ir::Op::Parameter && !env::flag("LAZYX_STATIC_VIEW_OFFSETS", false)) {
+    v = ir::Node::window(v->buffer(), v->shape(), v->dtype(), offset_);
+    a.i0 = 0;
+  }
   return ir::make_node(ir::Op::AsStrided, dtype(), sizes(), {std::move(v)}, std::move(a));
 }
 

@@ -57,7 +57,9 @@ class CpuBackend : public backend::Backend {
     std::vector<char*> ptr(n, nullptr);
     auto resolve = [&](const Loc& l, size_t i) -> char* {
       switch (l.kind) {
-        case LocKind::Param: return static_cast<char*>(args.params[l.v]->data());
+        case LocKind::Param:
+          return static_cast<char*>(args.params[l.v]->data()) +
+                 (args.param_offsets.empty() ? 0 : args.param_offsets[l.v]);
         case LocKind::Scalar: {
           Val v{reinterpret_cast<char*>(&scalar_store[i]), g.instrs[i].dtype, {}};
           const auto& s = args.scalars[g.instrs[i].slot];

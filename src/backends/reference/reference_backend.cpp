@@ -100,6 +100,7 @@ class ReferenceBackend : public backend::Backend {
       v.shape = in.shape;
       if (in.op == Op::Parameter) {
         v.data = static_cast<char*>(args.params[in.slot]->data());
+        if (!args.param_offsets.empty()) v.data += args.param_offsets[in.slot];
       } else if (in.op == Op::Scalar) {
         v.data = reinterpret_cast<char*>(&scalar_store[i]);
         const auto& s = args.scalars[in.slot];
