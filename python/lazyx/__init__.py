@@ -20,16 +20,19 @@ from . import metrics
 from . import _printing
 from . import _serialization
 from ._serialization import save
+from . import _diagnostics
+from ._diagnostics import set_debug, debug_level, allow_sync, sync_allowed, profile
 
 _serialization.install()  # copy.deepcopy, torch.save and torch.load of device tensors
 _printing.install()  # print(t) copies t to CPU once instead of falling back op by op
+_diagnostics.install()  # syncs name the user's frames, not lazyx's or torch's
 
 __all__ = [
     "device", "mark_step", "sync", "set_buffer_donation", "get_buffer_donation", "is_donated",
     "last_step", "memory_stats", "reset_peak_memory_stats", "empty_cache", "tensor_id",
     "graph_text", "graph_dot", "storage_base_id", "is_pending", "metrics", "LazyxError", "StepReport", "ParamReport",
     "backend_name", "set_backend", "program_cache_size", "clear_program_cache", "manual_seed",
-    "save",
+    "save", "set_debug", "debug_level", "allow_sync", "sync_allowed", "profile",
 ]
 
 DEVICE_TYPE = _C.device_type()  # "privateuseone": torch 1.13 cannot rename PrivateUse1
@@ -58,12 +61,14 @@ def _list(tensors):
 
 def mark_step() -> None:
     """The step barrier: syncs every live tensor, donating what ALIASING.md allows."""
-    _C.mark_step()
+    with _C._SyncCause("user mark_step"):
+        _C.mark_step()
 
 
 def sync(tensors) -> None:
     """A partial sync of `tensors` (a tensor or a list). Never donates on its own."""
-    _C.sync(_list(tensors))
+    with _C._SyncCause("partial sync"):
+        _C.sync(_list(tensors))
 
 
 def set_buffer_donation(t: torch.Tensor, should_donate: bool) -> bool:

@@ -30,7 +30,6 @@ std::pair<int64_t, double> last_sync_end{-1, 0};  // (profile generation, time);
 std::atomic<int> level_override{-1};
 std::atomic<bool> syncs_allowed{true};
 
-int max_frames() { return static_cast<int>(env::integer("LAZYX_DEBUG_MAX_FRAMES", 8, 0, 1000)); }
 
 // Compile history of one sync site: its latest programs, most recent first.
 struct Site {
@@ -58,6 +57,12 @@ constexpr size_t kWarnCompiles = 10;  // recompiles within the window
 std::string hex(uint64_t v) {
   char b[24];
   std::snprintf(b, sizeof(b), "%016llx", static_cast<unsigned long long>(v));
+  return b;
+}
+
+std::string ms_str(double ms) {
+  char b[32];
+  std::snprintf(b, sizeof(b), "%.1f", ms);
   return b;
 }
 
@@ -98,7 +103,7 @@ void debug_block(const SyncContext& ctx, const StepReport& r) {
   os << "[lazyx] " << r.kind << " #" << r.step << ": " << ctx.cause << "\n";
   if (r.ran_program) {
     os << "  graph " << hex(r.graph_hash) << " "
-       << (r.cache_hit ? "(cached)" : "compiled in " + std::to_string(r.compile_ms) + " ms")
+       << (r.cache_hit ? std::string("(cached)") : "compiled in " + ms_str(r.compile_ms) + " ms")
        << ": " << r.num_nodes << " nodes, " << r.num_parameters << " inputs, " << r.num_outputs
        << " outputs, " << r.num_donated << " donated\n";
   } else {
@@ -114,6 +119,8 @@ void debug_block(const SyncContext& ctx, const StepReport& r) {
 }
 
 }  // namespace
+
+int max_frames() { return static_cast<int>(env::integer("LAZYX_DEBUG_MAX_FRAMES", 8, 0, 1000)); }
 
 int level() {
   int o = level_override.load();
@@ -214,7 +221,13 @@ std::string explain_compile(const SyncContext& ctx, const backend::LoweredGraph&
     }
   }
   if (nearest && kind != "evicted") {
-    kind = best.empty() ? "structure" : best.front().kind;
+    kind = "structure";  // unless a more specific difference names it
+    for (const Difference& d : best) {
+      if (std::string(d.kind) != "structure") {
+        kind = d.kind;
+        break;
+      }
+    }
     std::ostringstream os;
     for (size_t i = 0; i < best.size() && i < 3; ++i) os << (i ? "; " : "") << best[i].text;
     if (best.size() > 3) os << "; and " << best.size() - 3 << " more";
@@ -260,7 +273,9 @@ void end_sync(const SyncContext& ctx, const StepReport& r) {
 namespace lazyx {
 
 void set_debug(int level) {
-  if (level < 0) throw Error("[set_debug] level " + std::to_string(level) + " is negative; use 0, 1 or 2.");
+  if (level < 0 || level > 2) {
+    throw Error("[set_debug] level " + std::to_string(level) + " is not 0, 1 or 2.");
+  }
   graph::diag::level_override.store(level);
 }
 
@@ -275,6 +290,8 @@ SyncCause::~SyncCause() { graph::diag::scopes.pop_back(); }
 bool sync_causes_wanted() {
   return profile::on() || !graph::diag::syncs_allowed.load() || graph::diag::level() >= 1;
 }
+
+int debug_max_frames() { return graph::diag::max_frames(); }
 
 void allow_sync(bool allowed) { graph::diag::syncs_allowed.store(allowed); }
 bool sync_allowed() { return graph::diag::syncs_allowed.load(); }

@@ -1,5 +1,6 @@
 // What differs between a graph about to compile and one compiled earlier at the same sync site,
 // in the user's terms: inputs, ops, constants baked into ops, outputs and donation.
+#include <algorithm>
 #include <sstream>
 
 #include "graph/diagnostics.h"
@@ -16,9 +17,24 @@ std::string ints_str(const std::vector<int64_t>& v) {
   return os.str();
 }
 
-std::string attrs_str(const ir::Attrs& a) {
-  std::string s = "ints " + ints_str(a.ints) + ", i0 " + std::to_string(a.i0);
-  if (a.flag) s += ", flag";
+// The attributes that differ, named as reductions and views use them.
+std::string attrs_diff(ir::Op op, const ir::Attrs& a, const ir::Attrs& b) {
+  const bool reduce = ir::op_info(op).family == ir::OpFamily::Reduce;
+  std::vector<std::string> parts;
+  if (a.ints != b.ints) {
+    parts.push_back(std::string(reduce ? "dims " : "sizes/strides ") + ints_str(a.ints) + " vs " +
+                    ints_str(b.ints));
+  }
+  if (a.i0 != b.i0) {
+    parts.push_back((reduce ? "dim " : "dim/offset ") + std::to_string(a.i0) + " vs " +
+                    std::to_string(b.i0));
+  }
+  if (a.flag != b.flag) {
+    parts.push_back(std::string(reduce ? "keepdim " : "flag ") + (a.flag ? "on" : "off") +
+                    " vs " + (b.flag ? "on" : "off"));
+  }
+  std::string s;
+  for (size_t i = 0; i < parts.size(); ++i) s += (i ? ", " : "") + parts[i];
   return s;
 }
 
@@ -70,8 +86,15 @@ void compare_ops(const Signature& a, const Signature& b, std::vector<Difference>
       continue;
     }
     if (!(x.attrs == y.attrs)) {
-      out.push_back({"baked_constant", op_label(x, k) + ": a constant baked into the graph changed (" +
-                                           attrs_str(x.attrs) + " vs " + attrs_str(y.attrs) + ")"});
+      out.push_back({"baked_constant", op_label(x, k) +
+                                           ": a constant baked into the graph changed (" +
+                                           attrs_diff(x.op, x.attrs, y.attrs) + ")"});
+    }
+    if (x.op == ir::Op::Scalar && x.dtype != y.dtype) {
+      out.push_back({"scalar", "op " + std::to_string(k) + ": a host scalar of dtype " +
+                                   dtype_name(x.dtype) + " now, " + dtype_name(y.dtype) +
+                                   " before (an int and a float scalar make different programs)"});
+      continue;
     }
     if (x.inputs != y.inputs) {
       out.push_back({"structure", op_label(x, k) + " reads nodes " +
@@ -85,10 +108,19 @@ void compare_ops(const Signature& a, const Signature& b, std::vector<Difference>
                                ir::shape_str(y.shape)});
     }
   }
+  auto scalars = [](const std::vector<backend::Instr>& v) {
+    return std::count_if(v.begin(), v.end(), [](const auto& i) { return i.op == ir::Op::Scalar; });
+  };
+  if (scalars(ia) > scalars(ib)) {
+    out.push_back({"new_scalar", "new scalar in the graph: " + std::to_string(scalars(ia)) +
+                                     " host scalars vs " + std::to_string(scalars(ib)) +
+                                     " (their values are run-time operands, where they are used "
+                                     "is part of the program)"});
+  }
   if (a.graph.outputs != b.graph.outputs) {
-    out.push_back({"structure", "outputs " + ints_str({a.graph.outputs.begin(), a.graph.outputs.end()}) +
-                                    " vs " +
-                                    ints_str({b.graph.outputs.begin(), b.graph.outputs.end()})});
+    out.push_back({"structure",
+                   "outputs " + ints_str({a.graph.outputs.begin(), a.graph.outputs.end()}) +
+                       " vs " + ints_str({b.graph.outputs.begin(), b.graph.outputs.end()})});
   }
 }
 
