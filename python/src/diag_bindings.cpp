@@ -26,13 +26,11 @@ bool is_users(const std::string& file) {
   return true;
 }
 
-// A `with` scope over lazyx::SyncCause; causes are only pushed when something would show them.
+// A `with` scope over lazyx::SyncCause (frames only when something would show them).
 class CauseScope {
  public:
   explicit CauseScope(std::string what) : what_(std::move(what)) {}
-  void enter() {
-    if (lazyx::sync_causes_wanted()) scope_ = std::make_unique<PyCause>(what_);
-  }
+  void enter() { scope_ = std::make_unique<PyCause>(what_); }
   void exit() { scope_.reset(); }
 
  private:

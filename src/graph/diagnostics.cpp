@@ -122,6 +122,15 @@ void debug_block(const SyncContext& ctx, const StepReport& r) {
 
 int max_frames() { return static_cast<int>(env::integer("LAZYX_DEBUG_MAX_FRAMES", 8, 0, 1000)); }
 
+void reset_history() {
+  History& h = history();
+  std::lock_guard<std::mutex> lock(h.mu);
+  h.sites.clear();
+  h.site_order.clear();
+  h.recent.clear();
+  h.warned = false;
+}
+
 int level() {
   int o = level_override.load();
   if (o >= 0) return o;
