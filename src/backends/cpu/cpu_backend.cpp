@@ -55,7 +55,12 @@ void traced_for(const std::string* name, int64_t n, int64_t grain, int64_t min_p
 
 class CpuBackend : public backend::Backend {
  public:
-  CpuBackend() { ThreadPool::get(); }  // starts the pool; a bad LAZYX_NUM_THREADS fails here
+  // Validates LAZYX_NUM_THREADS at every backend creation (the pool reads it once), then
+  // starts the pool: a bad value fails here and set_backend() leaves the old backend active.
+  CpuBackend() {
+    default_num_threads();
+    ThreadPool::get();
+  }
   std::string name() const override { return "cpu"; }
 
   std::unique_ptr<backend::Program> compile(const LoweredGraph& g) override {
