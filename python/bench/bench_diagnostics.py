@@ -60,21 +60,26 @@ def step():
 for _ in range(5):
     step()  # compiled and cached
 
-def median_ms():
-    t = []
-    for _ in range(steps):
-        t0 = time.perf_counter(); step(); t.append(time.perf_counter() - t0)
-    return sorted(t)[len(t) // 2] * 1e3
+cpu = {"off": [], "debug": [], "profile": []}
 
-res = {}
-for rnd in range(3):  # modes interleaved, so drift of a shared machine hits them alike
-    res.setdefault("off", []).append(median_ms())
+def block(times):
+    mode = [k for k, v in res.items() if v is times][0]
+    c0 = time.process_time()
+    for _ in range(10):
+        t0 = time.perf_counter(); step(); times.append(time.perf_counter() - t0)
+    cpu[mode].append((time.process_time() - c0) / 10)
+
+res = {"off": [], "debug": [], "profile": []}
+for rnd in range(steps // 10):  # 10-step blocks, modes alternating: drift hits them alike
+    block(res["off"])
     lazyx.set_debug(1)
-    res.setdefault("debug", []).append(median_ms())
+    block(res["debug"])
     lazyx.set_debug(0)
     with lazyx.profile(sys.argv[3]):
-        res.setdefault("profile", []).append(median_ms())
-print(json.dumps({k: min(v) for k, v in res.items()}))
+        block(res["profile"])
+med = lambda v: sorted(v)[len(v) // 2] * 1e3
+print(json.dumps({"wall": {k: med(v) for k, v in res.items()},
+                  "cpu": {k: med(v) for k, v in cpu.items()}}))
 """
 
 
@@ -112,8 +117,10 @@ def compile_cache(runs):
 
 
 def diag_cost(steps):
-    print(f"cached training step, median of {steps} steps (best of 3 interleaved rounds):")
-    print(f"  {'threads':>7} {'load':>5} {'off ms':>8} {'debug=1':>14} {'profiling':>14}")
+    print(f"cached training step, median of {steps} steps per mode (10-step blocks, alternating):")
+    print("  wall: median step time; cpu: median process CPU time per step (all threads), less")
+    print("  sensitive to other processes on a shared machine")
+    print(f"  {'threads':>7} {'load':>5} {'':>4} {'off ms':>8} {'debug=1':>16} {'profiling':>16}")
     trace = os.path.join(tempfile.mkdtemp(prefix="lazyx-bench-trace-"), "t.json")
     for threads in ("1", "2"):
         for load in ("quiet", "busy"):
@@ -127,9 +134,11 @@ def diag_cost(steps):
                 if p:
                     p.terminate()
                     p.join()
-            off = r["off"]
-            print(f"  {threads:>7} {load:>5} {off:8.3f} {r['debug']:8.3f} ({r['debug'] / off:.2f}x)"
-                  f" {r['profile']:8.3f} ({r['profile'] / off:.2f}x)")
+            for kind in ("wall", "cpu"):
+                m = r[kind]
+                off = m["off"]
+                print(f"  {threads:>7} {load:>5} {kind:>4} {off:8.3f} {m['debug']:8.3f} "
+                      f"({m['debug'] / off:.2f}x) {m['profile']:8.3f} ({m['profile'] / off:.2f}x)")
     shutil.rmtree(os.path.dirname(trace), ignore_errors=True)
 
 
