@@ -47,6 +47,7 @@ std::string compile_at(const char* site, const Tensor& y) {
 class Diagnostics : public ::testing::Test {
  protected:
   void SetUp() override {
+    clear_program_cache();  // every test's programs compile anew
     graph::diag::reset_history();
     metrics::clear_counters();
     set_debug(0);
@@ -122,6 +123,25 @@ TEST_F(Diagnostics, RecompileNamesConstantBakedIntoTheGraph) {
   Tensor y = (x + 7).sum({1});
   sync({y});
   EXPECT_TRUE(last_step().cache_hit);
+}
+
+TEST_F(Diagnostics, RecompileNamesScalarsAndStructure) {
+  Tensor x = full({4}, 1.0f), xi = full({4}, int64_t{1});
+  mark_step();
+  metrics::clear_counters();
+  compile_at("scalar site", xi + 1);
+  std::string why = compile_at("scalar site", xi * 1.5);
+  EXPECT_TRUE(has(why, "a host scalar of dtype float32 now, int64 before")) << why;
+  EXPECT_EQ(counter("CompileCause:scalar"), 1);
+  compile_at("new scalar site", x * 2);
+  why = compile_at("new scalar site", x * 2 + 1);
+  EXPECT_TRUE(has(why, "new scalar in the graph: 2 host scalars vs 1")) << why;
+  EXPECT_EQ(counter("CompileCause:new_scalar"), 1);
+  why = compile_at("new scalar site", (x * 2).exp());
+  EXPECT_TRUE(has(why, "nodes vs ")) << why;
+  EXPECT_TRUE(has(why, "added: exp")) << why;
+  EXPECT_EQ(counter("CompileCause:structure"), 1);
+  EXPECT_EQ(counter("CompileCause:first_compile"), 2);
 }
 
 TEST_F(Diagnostics, RecompileNamesDonationPattern) {

@@ -1,6 +1,8 @@
 // What differs between a graph about to compile and one compiled earlier at the same sync site,
 // in the user's terms: inputs, ops, constants baked into ops, outputs and donation.
 #include <algorithm>
+#include <cstdlib>
+#include <map>
 #include <sstream>
 
 #include "graph/diagnostics.h"
@@ -69,12 +71,31 @@ void compare_params(const Signature& a, const Signature& b, std::vector<Differen
   }
 }
 
+// Which ops one graph has more of than the other: " (added: exp; removed: add)".
+std::string op_count_diff(const std::vector<backend::Instr>& a,
+                          const std::vector<backend::Instr>& b) {
+  std::map<std::string, int> n;
+  for (const auto& i : a) n[ir::op_name(i.op)]++;
+  for (const auto& i : b) n[ir::op_name(i.op)]--;
+  std::string added, removed;
+  for (const auto& [op, c] : n) {
+    std::string& s = c > 0 ? added : removed;
+    if (c == 0) continue;
+    s += (s.empty() ? "" : ", ") + op + (std::abs(c) > 1 ? " x" + std::to_string(std::abs(c)) : "");
+  }
+  if (added.empty() && removed.empty()) return "";
+  std::string r = " (";
+  if (!added.empty()) r += "added: " + added;
+  if (!removed.empty()) r += std::string(added.empty() ? "" : "; ") + "removed: " + removed;
+  return r + ")";
+}
+
 void compare_ops(const Signature& a, const Signature& b, std::vector<Difference>& out) {
   const auto& ia = a.graph.instrs;
   const auto& ib = b.graph.instrs;
   if (ia.size() != ib.size()) {
     out.push_back({"structure", std::to_string(ia.size()) + " nodes vs " +
-                                    std::to_string(ib.size())});
+                                    std::to_string(ib.size()) + op_count_diff(ia, ib)});
   }
   for (size_t k = 0; k < std::min(ia.size(), ib.size()); ++k) {
     const backend::Instr& x = ia[k];
