@@ -72,6 +72,7 @@ TEST_F(Diagnostics, EachSyncNamesItsCause) {
   Tensor b = y.sum();
   EXPECT_FLOAT_EQ(b.item<float>(), 30);
   EXPECT_EQ(last_step().cause, "value read by item()");
+  EXPECT_TRUE(has(last_step().to_string(), "\n  cause: value read by item()\n"));
   Tensor c = y - 1;
   EXPECT_EQ(c.to_vector<float>()[3], 11);
   EXPECT_EQ(last_step().cause, "value read by to_vector()");
@@ -94,6 +95,7 @@ TEST_F(Diagnostics, RecompileNamesInputShapeAndDtype) {
   EXPECT_TRUE(has(why, "input 0 shape [5, 3] vs [4, 3]")) << why;
   EXPECT_TRUE(has(why, "nearest program from this site: graph ")) << why;
   EXPECT_EQ(counter("CompileCause:input_shape"), 1);
+  EXPECT_TRUE(has(last_step().to_string(), "\n  compiled because: input 0 shape [5, 3] vs"));
   why = compile_at("shape site", (xd * 2 + 1).sum());
   EXPECT_TRUE(has(why, "input 0 dtype float64 vs float32")) << why;
   EXPECT_EQ(counter("CompileCause:input_dtype"), 1);
