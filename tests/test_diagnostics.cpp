@@ -219,6 +219,22 @@ TEST_F(Diagnostics, DebugOutputGoesToTheDebugFile) {
   EXPECT_EQ(blocks, 2u) << out;
 }
 
+TEST_F(Diagnostics, UnwritableDebugFileIsAnErrorThatChangesNothing) {
+  Tensor x = full({3}, 2.0f);
+  mark_step();
+  Tensor y = (x * 5).sum();
+  setenv("LAZYX_DEBUG_FILE", "/nonexistent-lazyx-folder/debug.txt", 1);
+  set_debug(1);
+  expect_error([&] { (void)y.item<float>(); },
+               {"[debug]", "LAZYX_DEBUG_FILE=/nonexistent-lazyx-folder/debug.txt"});
+  EXPECT_TRUE(y.is_pending());
+  unsetenv("LAZYX_DEBUG_FILE");
+  ::testing::internal::CaptureStderr();
+  EXPECT_FLOAT_EQ(y.item<float>(), 30);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_TRUE(has(err, ": value read by item()\n")) << err;  // unset: stderr
+}
+
 TEST_F(Diagnostics, StrictModeRefusesSyncsOtherThanMarkStep) {
   Tensor x = full({4}, 1.5f);
   mark_step();

@@ -192,3 +192,22 @@ def test_profile_is_chrome_trace_json(tmp_path):
     assert any(HERE in f for e in marks for f in e["args"]["frames"])
     with pytest.raises(lazyx.LazyxError, match="no profile"):
         lazyx._C.profile_end()
+
+
+def test_lazyx_debug_env_prints_to_stderr():
+    import subprocess
+    import sys
+    pkg = os.path.dirname(os.path.dirname(os.path.abspath(lazyx.__file__)))
+    code = ("import sys; sys.path.insert(0, sys.argv[1])\n"
+            "import torch, lazyx\n"
+            "x = torch.ones(3).to(lazyx.device())\n"
+            "def read(t):\n"
+            "    return t.sum().item()\n"
+            "read(x * 2)\n")
+    env = dict(os.environ, LAZYX_DEBUG="1")
+    env.pop("LAZYX_DEBUG_FILE", None)
+    r = subprocess.run([sys.executable, "-c", code, pkg], env=env, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert ": value read by item()\n" in r.stderr, r.stderr
+    assert "  at <string>:5 in read\n     <string>:6 in <module>\n" in r.stderr, r.stderr

@@ -137,11 +137,13 @@ int level() {
   return env::debug_level();
 }
 
-void print(const std::string& text) {
-  static std::mutex mu;
-  static std::string open_path;
-  static FILE* file = nullptr;
-  std::lock_guard<std::mutex> lock(mu);
+namespace {
+std::mutex print_mu;
+std::string open_path;
+FILE* file = nullptr;
+
+// The debug output's stream (LAZYX_DEBUG_FILE, else stderr); raises if the file cannot be opened.
+FILE* debug_stream() {
   const char* p = std::getenv("LAZYX_DEBUG_FILE");
   std::string path = p ? p : "";
   if (path != open_path) {
@@ -149,16 +151,28 @@ void print(const std::string& text) {
     file = path.empty() ? nullptr : std::fopen(path.c_str(), "a");
     if (!path.empty() && !file) {
       open_path.clear();
-      throw Error("[debug] LAZYX_DEBUG_FILE=" + path + " cannot be opened for writing.");
+      throw Error("[debug] LAZYX_DEBUG_FILE=" + path +
+                  " cannot be opened for writing; name a file in a folder that exists, or unset "
+                  "it for stderr.");
     }
     open_path = path;
   }
-  FILE* out = file ? file : stderr;
+  return file ? file : stderr;
+}
+}  // namespace
+
+void print(const std::string& text) {
+  std::lock_guard<std::mutex> lock(print_mu);
+  FILE* out = debug_stream();
   std::fputs(text.c_str(), out);
   std::fflush(out);
 }
 
 SyncContext begin_sync(SyncKind kind, const char* op, const char* what) {
+  if (level() >= 1) {  // a bad LAZYX_DEBUG_FILE raises now, before anything changes
+    std::lock_guard<std::mutex> lock(print_mu);
+    debug_stream();
+  }
   SyncContext ctx;
   ctx.kind = kind;
   if (!scopes.empty()) {
