@@ -60,6 +60,13 @@ std::string hex(uint64_t v) {
   return b;
 }
 
+// How far apart two graphs are: a structural difference outweighs many small ones.
+size_t score(const std::vector<Difference>& d) {
+  size_t s = 0;
+  for (const Difference& x : d) s += std::string(x.kind) == "structure" ? 10 : 1;
+  return s;
+}
+
 std::string ms_str(double ms) {
   char b[32];
   std::snprintf(b, sizeof(b), "%.1f", ms);
@@ -238,7 +245,7 @@ std::string explain_compile(const SyncContext& ctx, const backend::LoweredGraph&
       break;
     }
     std::vector<Difference> d = differences(*sig, *before);
-    if (!nearest || d.size() < best.size()) {
+    if (!nearest || score(d) < score(best)) {
       nearest = before.get();
       best = std::move(d);
     }

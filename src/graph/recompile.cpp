@@ -53,9 +53,10 @@ std::string param_words(const ParamReport& p) {
 void compare_params(const Signature& a, const Signature& b, std::vector<Difference>& out) {
   const auto& pa = a.graph.param_instr;
   const auto& pb = b.graph.param_instr;
-  if (pa.size() != pb.size()) {
+  if (pa.size() != pb.size()) {  // inputs by position would not be the same tensors
     out.push_back({"structure", std::to_string(pa.size()) + " inputs vs " +
                                     std::to_string(pb.size())});
+    return;
   }
   for (size_t i = 0; i < std::min(pa.size(), pb.size()); ++i) {
     const backend::Instr& x = a.graph.instrs[pa[i]];
@@ -93,11 +94,12 @@ std::string op_count_diff(const std::vector<backend::Instr>& a,
 void compare_ops(const Signature& a, const Signature& b, std::vector<Difference>& out) {
   const auto& ia = a.graph.instrs;
   const auto& ib = b.graph.instrs;
-  if (ia.size() != ib.size()) {
+  const bool same_size = ia.size() == ib.size();
+  if (!same_size) {  // ops by position would not line up: name what was added and removed
     out.push_back({"structure", std::to_string(ia.size()) + " nodes vs " +
                                     std::to_string(ib.size()) + op_count_diff(ia, ib)});
   }
-  for (size_t k = 0; k < std::min(ia.size(), ib.size()); ++k) {
+  for (size_t k = 0; same_size && k < ia.size(); ++k) {
     const backend::Instr& x = ia[k];
     const backend::Instr& y = ib[k];
     if (x.op == ir::Op::Parameter && y.op == ir::Op::Parameter) continue;  // the inputs above
@@ -138,7 +140,7 @@ void compare_ops(const Signature& a, const Signature& b, std::vector<Difference>
                                      " (their values are run-time operands, where they are used "
                                      "is part of the program)"});
   }
-  if (a.graph.outputs != b.graph.outputs) {
+  if (same_size && a.graph.outputs != b.graph.outputs) {
     out.push_back({"structure",
                    "outputs " + ints_str({a.graph.outputs.begin(), a.graph.outputs.end()}) +
                        " vs " + ints_str({b.graph.outputs.begin(), b.graph.outputs.end()})});
@@ -148,7 +150,10 @@ void compare_ops(const Signature& a, const Signature& b, std::vector<Difference>
 void compare_donation(const Signature& a, const Signature& b, std::vector<Difference>& out) {
   const auto& da = a.graph.donation;
   const auto& db = b.graph.donation;
-  for (size_t i = 0; i < std::min(da.size(), db.size()); ++i) {
+  if (da.size() != db.size()) return;  // other inputs: compare_params says so
+  // Buffers whose donation flipped for the same reason are named together.
+  std::vector<std::pair<std::string, std::vector<std::string>>> groups;  // (change, who)
+  for (size_t i = 0; i < da.size(); ++i) {
     if ((da[i] >= 0) == (db[i] >= 0)) {
       if (da[i] != db[i]) {
         out.push_back({"donation", "donation pattern: input " + std::to_string(i) +
@@ -166,9 +171,19 @@ void compare_donation(const Signature& a, const Signature& b, std::vector<Differ
     std::string why = kept ? std::string(alias_reason_name(kept->reason)) +
                                  (kept->detail.empty() ? "" : ": " + kept->detail)
                            : "";
-    out.push_back({"donation", "donation pattern: " + who + (now ? " donated now, kept before"
-                                                                 : " kept now, donated before") +
-                                   (why.empty() ? "" : " (" + why + ")")});
+    std::string change =
+        std::string(now ? " donated now, kept before" : " kept now, donated before") +
+        (why.empty() ? "" : " (" + why + ")");
+    auto g = std::find_if(groups.begin(), groups.end(),
+                          [&](const auto& e) { return e.first == change; });
+    if (g == groups.end()) g = groups.insert(groups.end(), {change, {}});
+    g->second.push_back(who);
+  }
+  for (const auto& [change, who] : groups) {
+    std::string names = who[0];
+    for (size_t i = 1; i < who.size() && i < 4; ++i) names += ", " + who[i];
+    if (who.size() > 4) names += " and " + std::to_string(who.size() - 4) + " more";
+    out.push_back({"donation", "donation pattern: " + names + change});
   }
 }
 
