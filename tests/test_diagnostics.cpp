@@ -159,7 +159,8 @@ TEST_F(Diagnostics, RecompileNamesDonationPattern) {
   EXPECT_EQ(last_step().num_donated, 1);
   const std::string why = last_step().compile_reason;
   EXPECT_TRUE(has(why, "donation pattern: buffer of tensor " + std::to_string(w.id()) +
-                           " donated now, kept before (")) << why;
+                           " donated now, kept before ("))
+      << why;
   EXPECT_EQ(counter("CompileCause:donation"), 1);
   EXPECT_EQ(w.to_vector<float>()[0], 3);
 }
@@ -272,10 +273,10 @@ TEST_F(Diagnostics, ProfileWritesChromeTraceEvents) {
   const std::string j = slurp(path);
   ::unlink(path.c_str());
   EXPECT_EQ(j.rfind("{\"displayTimeUnit\": \"ms\", \"traceEvents\": [", 0), 0u);
-  for (const char* name : {"\"tracing\"", "\"sync: user mark_step\"",
-                           "\"sync: value read by item()\"", "\"compile\"", "\"execute\"",
-                           "\"kernel ", "\"gemm 1x[96 x 96 x 96]\"", "\"to_host\"",
-                           "\"cause\": \"user mark_step\"", "\"ph\": \"X\""}) {
+  for (const char* name :
+       {"\"tracing\"", "\"sync: user mark_step\"", "\"sync: value read by item()\"", "\"compile\"",
+        "\"execute\"", "\"kernel ", "\"gemm 1x[96 x 96 x 96]\"", "\"to_host\"",
+        "\"cause\": \"user mark_step\"", "\"ph\": \"X\""}) {
     EXPECT_TRUE(has(j, name)) << name << "\n" << j.substr(0, 2000);
   }
 }

@@ -77,9 +77,8 @@ void register_diagnostics(py::module_& m) {
     lazyx::profile_end();
   });
   m.def("profiling", []() { return lazyx::profiling(); });
-  m.def("_set_skipped_folders", [](std::vector<std::string> folders) {
-    skipped_folders() = std::move(folders);
-  });
+  m.def("_set_skipped_folders",
+        [](std::vector<std::string> folders) { skipped_folders() = std::move(folders); });
   m.def("_python_frames", []() { return python_frames(); });
   py::class_<CauseScope>(m, "_SyncCause")
       .def(py::init<std::string>())

@@ -14,8 +14,8 @@
 #include "graph/profile.h"
 #include "lazyx/diagnostics.h"
 #include "lazyx/error.h"
-#include "runtime/env.h"
 #include "lazyx/metrics.h"
+#include "runtime/env.h"
 
 namespace lazyx::graph::diag {
 namespace {
@@ -30,7 +30,6 @@ std::pair<int64_t, double> last_sync_end{-1, 0};  // (profile generation, time);
 std::atomic<int> level_override{-1};
 std::atomic<bool> syncs_allowed{true};
 
-
 // Compile history of one sync site: its latest programs, most recent first.
 struct Site {
   std::deque<std::shared_ptr<Signature>> programs;
@@ -39,7 +38,7 @@ struct Site {
 struct History {
   std::mutex mu;
   std::map<std::string, Site> sites;
-  std::deque<std::string> site_order;            // oldest first, to bound the map
+  std::deque<std::string> site_order;                  // oldest first, to bound the map
   std::deque<std::pair<int64_t, std::string>> recent;  // (mark_step count, kind) per recompile
   bool warned = false;
 };
@@ -75,9 +74,12 @@ std::string ms_str(double ms) {
 
 const char* default_cause(SyncKind kind) {
   switch (kind) {
-    case SyncKind::MarkStep: return "user mark_step";
-    case SyncKind::Sync: return "partial sync";
-    case SyncKind::Read: return "value read";
+    case SyncKind::MarkStep:
+      return "user mark_step";
+    case SyncKind::Sync:
+      return "partial sync";
+    case SyncKind::Read:
+      return "value read";
   }
   return "sync";
 }

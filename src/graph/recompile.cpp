@@ -32,8 +32,8 @@ std::string attrs_diff(ir::Op op, const ir::Attrs& a, const ir::Attrs& b) {
                     std::to_string(b.i0));
   }
   if (a.flag != b.flag) {
-    parts.push_back(std::string(reduce ? "keepdim " : "flag ") + (a.flag ? "on" : "off") +
-                    " vs " + (b.flag ? "on" : "off"));
+    parts.push_back(std::string(reduce ? "keepdim " : "flag ") + (a.flag ? "on" : "off") + " vs " +
+                    (b.flag ? "on" : "off"));
   }
   std::string s;
   for (size_t i = 0; i < parts.size(); ++i) s += (i ? ", " : "") + parts[i];
@@ -54,8 +54,8 @@ void compare_params(const Signature& a, const Signature& b, std::vector<Differen
   const auto& pa = a.graph.param_instr;
   const auto& pb = b.graph.param_instr;
   if (pa.size() != pb.size()) {  // inputs by position would not be the same tensors
-    out.push_back({"structure", std::to_string(pa.size()) + " inputs vs " +
-                                    std::to_string(pb.size())});
+    out.push_back(
+        {"structure", std::to_string(pa.size()) + " inputs vs " + std::to_string(pb.size())});
     return;
   }
   for (size_t i = 0; i < std::min(pa.size(), pb.size()); ++i) {
@@ -66,8 +66,8 @@ void compare_params(const Signature& a, const Signature& b, std::vector<Differen
                                         ir::shape_str(x.shape) + " vs " + ir::shape_str(y.shape)});
     }
     if (x.dtype != y.dtype) {
-      out.push_back({"input_dtype", "input " + std::to_string(i) + " dtype " +
-                                        dtype_name(x.dtype) + " vs " + dtype_name(y.dtype)});
+      out.push_back({"input_dtype", "input " + std::to_string(i) + " dtype " + dtype_name(x.dtype) +
+                                        " vs " + dtype_name(y.dtype)});
     }
   }
 }
@@ -124,8 +124,8 @@ void compare_ops(const Signature& a, const Signature& b, std::vector<Difference>
                                       ints_str({x.inputs.begin(), x.inputs.end()}) + " vs " +
                                       ints_str({y.inputs.begin(), y.inputs.end()})});
     } else if (x.dtype != y.dtype) {
-      out.push_back({"op", op_label(x, k) + " dtype " + dtype_name(x.dtype) + " vs " +
-                               dtype_name(y.dtype)});
+      out.push_back(
+          {"op", op_label(x, k) + " dtype " + dtype_name(x.dtype) + " vs " + dtype_name(y.dtype)});
     } else if (x.shape != y.shape) {
       out.push_back({"op", op_label(x, k) + " shape " + ir::shape_str(x.shape) + " vs " +
                                ir::shape_str(y.shape)});
@@ -141,9 +141,9 @@ void compare_ops(const Signature& a, const Signature& b, std::vector<Difference>
                                      "is part of the program)"});
   }
   if (same_size && a.graph.outputs != b.graph.outputs) {
-    out.push_back({"structure",
-                   "outputs " + ints_str({a.graph.outputs.begin(), a.graph.outputs.end()}) +
-                       " vs " + ints_str({b.graph.outputs.begin(), b.graph.outputs.end()})});
+    out.push_back(
+        {"structure", "outputs " + ints_str({a.graph.outputs.begin(), a.graph.outputs.end()}) +
+                          " vs " + ints_str({b.graph.outputs.begin(), b.graph.outputs.end()})});
   }
 }
 
