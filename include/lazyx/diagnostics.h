@@ -27,6 +27,8 @@ class SyncCause {
 // Whether debug output, strict mode or a timeline would use causes and frames: callers that
 // collect frames (the Python bindings) skip the work otherwise.
 bool sync_causes_wanted();
+// How many of a cause's frames debug output and errors show (LAZYX_DEBUG_MAX_FRAMES, default 8).
+int debug_max_frames();
 
 // Strict mode: with allow_sync(false), any sync other than mark_step (a value read, a partial
 // sync, a CPU fallback op's read) raises lazyx::Error naming its cause and frames, and changes

@@ -46,6 +46,7 @@ def main():
         e = dict(os.environ)
         e.pop("LAZYX_CPU_NO_KERNEL_SHARING", None)
         e.update(env)
+        e["LAZYX_CACHE_DIR"] = ""  # no persistent compile cache: every run compiles
         runs = []
         for _ in range(3):
             out = subprocess.run([sys.executable, "-c", CHILD, pkg], env=e, check=True,

@@ -22,9 +22,12 @@ from . import _serialization
 from . import dist  # lazyx.dist; registers the torch.distributed backend "lazyx"
 from ._serialization import save
 from .buckets import set_shape_buckets, get_shape_buckets, bucket_size, pad_to_bucket
+from . import _diagnostics
+from ._diagnostics import set_debug, debug_level, allow_sync, sync_allowed, profile
 
 _serialization.install()  # copy.deepcopy, torch.save and torch.load of device tensors
 _printing.install()  # print(t) copies t to CPU once instead of falling back op by op
+_diagnostics.install()  # syncs name the user's frames, not lazyx's or torch's
 
 __all__ = [
     "device", "mark_step", "sync", "set_buffer_donation", "get_buffer_donation", "is_donated",
@@ -32,6 +35,7 @@ __all__ = [
     "graph_text", "graph_dot", "storage_base_id", "is_pending", "metrics", "LazyxError", "StepReport", "ParamReport",
     "backend_name", "set_backend", "program_cache_size", "clear_program_cache", "manual_seed",
     "save", "set_shape_buckets", "get_shape_buckets", "bucket_size", "pad_to_bucket",
+    "set_debug", "debug_level", "allow_sync", "sync_allowed", "profile",
 ]
 
 DEVICE_TYPE = _C.device_type()  # "privateuseone": torch 1.13 cannot rename PrivateUse1
@@ -60,12 +64,14 @@ def _list(tensors):
 
 def mark_step() -> None:
     """The step barrier: syncs every live tensor, donating what ALIASING.md allows."""
-    _C.mark_step()
+    with _C._SyncCause("user mark_step"):
+        _C.mark_step()
 
 
 def sync(tensors) -> None:
     """A partial sync of `tensors` (a tensor or a list). Never donates on its own."""
-    _C.sync(_list(tensors))
+    with _C._SyncCause("partial sync"):
+        _C.sync(_list(tensors))
 
 
 def set_buffer_donation(t: torch.Tensor, should_donate: bool) -> bool:

@@ -18,7 +18,8 @@ _original_tensor_str = _tensor_str_module._tensor_str
 
 def _tensor_str(self, indent):
     if self.device.type == DEVICE_TYPE:
-        self = self.cpu()  # torch calls this under no_grad, so the copy records no graph
+        with _C._SyncCause("value read by printing"):
+            self = self.cpu()  # torch calls this under no_grad: the copy records no graph
     return _original_tensor_str(self, indent)
 
 

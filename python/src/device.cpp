@@ -8,6 +8,7 @@
 #include <typeinfo>
 
 #include "bridge.h"
+#include "diag_bridge.h"
 
 namespace lazyx_bridge {
 
@@ -242,6 +243,7 @@ lazyx::Tensor upload(const at::Tensor& cpu) {
 }
 
 at::Tensor download(const lazyx::Tensor& t) {
+  PyCause cause("value read by .cpu()");  // an outer cause (printing, a fallback) wins
   at::Tensor out = at::empty(c10::IntArrayRef(t.sizes().data(), t.sizes().size()),
                              at::TensorOptions().dtype(to_at(t.dtype())));
   char none = 0;  // an empty tensor still goes through the read (a donated one raises)

@@ -1,6 +1,7 @@
 // Kernels: creation, copies between the host and the device, fills and random numbers.
 #include <torch/library.h>
 
+#include "diag_bridge.h"
 #include "kernels.h"
 
 namespace lazyx_bridge {
@@ -107,6 +108,7 @@ const Tensor& resize_(const Tensor& self, c10::SymIntArrayRef size, optional<c10
 Tensor clone(const Tensor& self, optional<c10::MemoryFormat>) { return wrap(lz(self).clone()); }
 
 c10::Scalar _local_scalar_dense(const Tensor& self) {
+  PyCause cause("value read by item()");
   LT t = lz(self);
   switch (t.dtype()) {
     case lazyx::Dtype::Bool:

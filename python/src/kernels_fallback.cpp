@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "diag_bridge.h"
 #include "kernels.h"
 
 namespace lazyx_bridge {
@@ -111,6 +112,8 @@ void foreach_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const c10::OperatorHandle* target = foreach_target(op);
   if (target == nullptr) {
     lazyx::metrics::add_counter(op.schema().name());
+    PyCause cause("CPU fallback " + op.schema().name() + " needed the value");
+    lazyx::ProfileSpan span(op.schema().name().c_str(), "fallback");
     tensor_list_fallback(op, stack);
     return;
   }
@@ -196,6 +199,8 @@ void lazyx_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
                 "python/src/kernels_views.cpp.");
   }
   lazyx::metrics::add_counter(schema.name());
+  PyCause cause("CPU fallback " + schema.name() + " needed the value");
+  lazyx::ProfileSpan span(schema.name().c_str(), "fallback");
   for (const auto& a : schema.arguments()) {
     if (a.alias_info() != nullptr && a.alias_info()->isWrite() &&
         a.type()->kind() == c10::TypeKind::ListType) {
@@ -225,6 +230,8 @@ std::tuple<Tensor, Tensor, Tensor> native_batch_norm(const Tensor& input,
                                                      const c10::optional<Tensor>& running_var,
                                                      bool training, double momentum, double eps) {
   lazyx::metrics::add_counter("aten::native_batch_norm");
+  PyCause cause("CPU fallback aten::native_batch_norm needed the value");
+  lazyx::ProfileSpan span("aten::native_batch_norm", "fallback");
   c10::optional<Tensor> mean_c = to_cpu(running_mean), var_c = to_cpu(running_var);
   auto r = at::native_batch_norm(to_cpu(input), to_cpu(weight), to_cpu(bias), mean_c, var_c,
                                  training, momentum, eps);
@@ -242,6 +249,8 @@ Tensor convolution_overrideable(const Tensor& input, const Tensor& weight,
                                 c10::IntArrayRef padding, c10::IntArrayRef dilation,
                                 bool transposed, c10::IntArrayRef output_padding, int64_t groups) {
   lazyx::metrics::add_counter("aten::convolution_overrideable");
+  PyCause cause("CPU fallback aten::convolution_overrideable needed the value");
+  lazyx::ProfileSpan span("aten::convolution_overrideable", "fallback");
   return to_device(at::convolution(to_cpu(input), to_cpu(weight), to_cpu(bias), stride, padding,
                                    dilation, transposed, output_padding, groups));
 }
@@ -251,6 +260,8 @@ std::tuple<Tensor, Tensor, Tensor> convolution_backward_overrideable(
     c10::IntArrayRef padding, c10::IntArrayRef dilation, bool transposed,
     c10::IntArrayRef output_padding, int64_t groups, std::array<bool, 3> output_mask) {
   lazyx::metrics::add_counter("aten::convolution_backward_overrideable");
+  PyCause cause("CPU fallback aten::convolution_backward_overrideable needed the value");
+  lazyx::ProfileSpan span("aten::convolution_backward_overrideable", "fallback");
   // The bias has one element per output channel.
   const int64_t out_channels = transposed ? weight.size(1) * groups : weight.size(0);
   std::vector<int64_t> bias_sizes = {out_channels};

@@ -3,6 +3,7 @@
 #include <torch/csrc/Exceptions.h>
 #include <torch/extension.h>
 
+#include "diag_bridge.h"
 #include "kernels.h"
 
 namespace py = pybind11;
@@ -51,6 +52,7 @@ PYBIND11_MODULE(_C, m) {
   m.doc() = "lazyx: a lazy tensor engine as PyTorch's PrivateUse1 device";
   register_foreach_kernels();
   register_dist_bindings(m);
+  register_diagnostics(m);
   static py::exception<lazyx::Error> lazyx_error(m, "LazyxError", PyExc_RuntimeError);
   lazyx_error_type = lazyx_error.ptr();
   py::register_exception_translator([](std::exception_ptr p) {
@@ -135,6 +137,8 @@ PYBIND11_MODULE(_C, m) {
       .def_readonly("bytes_allocated", &lazyx::StepReport::bytes_allocated)
       .def_readonly("scratch_bytes", &lazyx::StepReport::scratch_bytes)
       .def_readonly("backend", &lazyx::StepReport::backend)
+      .def_readonly("cause", &lazyx::StepReport::cause)
+      .def_readonly("compile_reason", &lazyx::StepReport::compile_reason)
       .def("to_string", &lazyx::StepReport::to_string)
       .def("__str__", &lazyx::StepReport::to_string)
       .def("__repr__", [](const lazyx::StepReport& r) {

@@ -14,8 +14,8 @@
 #include "graph/profile.h"
 #include "lazyx/diagnostics.h"
 #include "lazyx/error.h"
-#include "runtime/env.h"
 #include "lazyx/metrics.h"
+#include "runtime/env.h"
 
 namespace lazyx::graph::diag {
 namespace {
@@ -30,8 +30,6 @@ std::pair<int64_t, double> last_sync_end{-1, 0};  // (profile generation, time);
 std::atomic<int> level_override{-1};
 std::atomic<bool> syncs_allowed{true};
 
-int max_frames() { return static_cast<int>(env::integer("LAZYX_DEBUG_MAX_FRAMES", 8, 0, 1000)); }
-
 // Compile history of one sync site: its latest programs, most recent first.
 struct Site {
   std::deque<std::shared_ptr<Signature>> programs;
@@ -40,7 +38,7 @@ struct Site {
 struct History {
   std::mutex mu;
   std::map<std::string, Site> sites;
-  std::deque<std::string> site_order;            // oldest first, to bound the map
+  std::deque<std::string> site_order;                  // oldest first, to bound the map
   std::deque<std::pair<int64_t, std::string>> recent;  // (mark_step count, kind) per recompile
   bool warned = false;
 };
@@ -61,11 +59,27 @@ std::string hex(uint64_t v) {
   return b;
 }
 
+// How far apart two graphs are: a structural difference outweighs many small ones.
+size_t score(const std::vector<Difference>& d) {
+  size_t s = 0;
+  for (const Difference& x : d) s += std::string(x.kind) == "structure" ? 10 : 1;
+  return s;
+}
+
+std::string ms_str(double ms) {
+  char b[32];
+  std::snprintf(b, sizeof(b), "%.1f", ms);
+  return b;
+}
+
 const char* default_cause(SyncKind kind) {
   switch (kind) {
-    case SyncKind::MarkStep: return "user mark_step";
-    case SyncKind::Sync: return "partial sync";
-    case SyncKind::Read: return "value read";
+    case SyncKind::MarkStep:
+      return "user mark_step";
+    case SyncKind::Sync:
+      return "partial sync";
+    case SyncKind::Read:
+      return "value read";
   }
   return "sync";
 }
@@ -98,7 +112,7 @@ void debug_block(const SyncContext& ctx, const StepReport& r) {
   os << "[lazyx] " << r.kind << " #" << r.step << ": " << ctx.cause << "\n";
   if (r.ran_program) {
     os << "  graph " << hex(r.graph_hash) << " "
-       << (r.cache_hit ? "(cached)" : "compiled in " + std::to_string(r.compile_ms) + " ms")
+       << (r.cache_hit ? std::string("(cached)") : "compiled in " + ms_str(r.compile_ms) + " ms")
        << ": " << r.num_nodes << " nodes, " << r.num_parameters << " inputs, " << r.num_outputs
        << " outputs, " << r.num_donated << " donated\n";
   } else {
@@ -115,17 +129,30 @@ void debug_block(const SyncContext& ctx, const StepReport& r) {
 
 }  // namespace
 
+int max_frames() { return static_cast<int>(env::integer("LAZYX_DEBUG_MAX_FRAMES", 8, 0, 1000)); }
+
+void reset_history() {
+  History& h = history();
+  std::lock_guard<std::mutex> lock(h.mu);
+  h.sites.clear();
+  h.site_order.clear();
+  h.recent.clear();
+  h.warned = false;
+}
+
 int level() {
   int o = level_override.load();
   if (o >= 0) return o;
   return env::debug_level();
 }
 
-void print(const std::string& text) {
-  static std::mutex mu;
-  static std::string open_path;
-  static FILE* file = nullptr;
-  std::lock_guard<std::mutex> lock(mu);
+namespace {
+std::mutex print_mu;
+std::string open_path;
+FILE* file = nullptr;
+
+// The debug output's stream (LAZYX_DEBUG_FILE, else stderr); raises if the file cannot be opened.
+FILE* debug_stream() {
   const char* p = std::getenv("LAZYX_DEBUG_FILE");
   std::string path = p ? p : "";
   if (path != open_path) {
@@ -133,16 +160,28 @@ void print(const std::string& text) {
     file = path.empty() ? nullptr : std::fopen(path.c_str(), "a");
     if (!path.empty() && !file) {
       open_path.clear();
-      throw Error("[debug] LAZYX_DEBUG_FILE=" + path + " cannot be opened for writing.");
+      throw Error("[debug] LAZYX_DEBUG_FILE=" + path +
+                  " cannot be opened for writing; name a file in a folder that exists, or unset "
+                  "it for stderr.");
     }
     open_path = path;
   }
-  FILE* out = file ? file : stderr;
+  return file ? file : stderr;
+}
+}  // namespace
+
+void print(const std::string& text) {
+  std::lock_guard<std::mutex> lock(print_mu);
+  FILE* out = debug_stream();
   std::fputs(text.c_str(), out);
   std::fflush(out);
 }
 
 SyncContext begin_sync(SyncKind kind, const char* op, const char* what) {
+  if (level() >= 1) {  // a bad LAZYX_DEBUG_FILE raises now, before anything changes
+    std::lock_guard<std::mutex> lock(print_mu);
+    debug_stream();
+  }
   SyncContext ctx;
   ctx.kind = kind;
   if (!scopes.empty()) {
@@ -208,13 +247,19 @@ std::string explain_compile(const SyncContext& ctx, const backend::LoweredGraph&
       break;
     }
     std::vector<Difference> d = differences(*sig, *before);
-    if (!nearest || d.size() < best.size()) {
+    if (!nearest || score(d) < score(best)) {
       nearest = before.get();
       best = std::move(d);
     }
   }
   if (nearest && kind != "evicted") {
-    kind = best.empty() ? "structure" : best.front().kind;
+    kind = "structure";  // unless a more specific difference names it
+    for (const Difference& d : best) {
+      if (std::string(d.kind) != "structure") {
+        kind = d.kind;
+        break;
+      }
+    }
     std::ostringstream os;
     for (size_t i = 0; i < best.size() && i < 3; ++i) os << (i ? "; " : "") << best[i].text;
     if (best.size() > 3) os << "; and " << best.size() - 3 << " more";
@@ -260,7 +305,9 @@ void end_sync(const SyncContext& ctx, const StepReport& r) {
 namespace lazyx {
 
 void set_debug(int level) {
-  if (level < 0) throw Error("[set_debug] level " + std::to_string(level) + " is negative; use 0, 1 or 2.");
+  if (level < 0 || level > 2) {
+    throw Error("[set_debug] level " + std::to_string(level) + " is not 0, 1 or 2.");
+  }
   graph::diag::level_override.store(level);
 }
 
@@ -275,6 +322,8 @@ SyncCause::~SyncCause() { graph::diag::scopes.pop_back(); }
 bool sync_causes_wanted() {
   return profile::on() || !graph::diag::syncs_allowed.load() || graph::diag::level() >= 1;
 }
+
+int debug_max_frames() { return graph::diag::max_frames(); }
 
 void allow_sync(bool allowed) { graph::diag::syncs_allowed.store(allowed); }
 bool sync_allowed() { return graph::diag::syncs_allowed.load(); }

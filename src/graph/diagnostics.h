@@ -36,6 +36,9 @@ void end_sync(const SyncContext& ctx, const StepReport& r);
 
 // Debug output of the current level (LAZYX_DEBUG or set_debug).
 int level();
+int max_frames();  // LAZYX_DEBUG_MAX_FRAMES
+// Forgets every site's compile history and re-arms the recompile warning (for tests).
+void reset_history();
 void print(const std::string& text);
 
 // Recompile explanation (recompile.cpp): the graph of a compiled program, as the differ needs it.
@@ -45,7 +48,8 @@ struct Signature {
   std::vector<ParamReport> params;
 };
 struct Difference {
-  const char* kind;  // input_shape, input_dtype, donation, op, baked_constant, structure
+  // input_shape, input_dtype, donation, op, baked_constant, scalar, new_scalar, structure
+  const char* kind;
   std::string text;
 };
 std::vector<Difference> differences(const Signature& now, const Signature& before);

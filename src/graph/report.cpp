@@ -34,6 +34,11 @@ std::string StepReport::to_string() const {
   os << "graph " << hash << " (" << (cache_hit ? "cache hit" : "compiled") << "), " << num_nodes
      << " nodes, " << num_parameters << " parameters, " << num_scalars << " scalars, "
      << num_outputs << " outputs\n";
+  if (!cause.empty()) os << "  cause: " << cause << "\n";
+  if (!cache_hit) {
+    os << "  compiled because: "
+       << (compile_reason.empty() ? "first compile at this site" : compile_reason) << "\n";
+  }
   os << "  donated " << num_donated << " of " << num_parameters << " parameters ("
      << donated_bytes << " bytes); allocated " << bytes_allocated << " bytes; "
      << (scratch_bytes >= 0 ? "scratch " + std::to_string(scratch_bytes) + " bytes; " : "")

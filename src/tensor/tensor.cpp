@@ -48,6 +48,7 @@ std::vector<T> read_values(const char* op, const Tensor& t) {
   Storage* st = i.storage().get();
   st->check_not_donated(op);
   if (st->pending()) graph::sync_storages(graph::SyncKind::Read, {st}, op);
+  ProfileSpan span("to_host", "transfer", op);
   reference::Val v{static_cast<char*>(st->data()->data()), st->dtype(), st->shape()};
   int64_t n = ir::shape_numel(i.sizes());
   std::vector<T> out(n);

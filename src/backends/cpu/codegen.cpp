@@ -16,6 +16,7 @@
 #include "backends/cpu/codegen_internal.h"
 #include "backends/cpu/persistent_cache.h"
 #include "backends/cpu/thread_pool.h"
+#include "lazyx/diagnostics.h"
 #include "lazyx/metrics.h"
 #include "runtime/env.h"
 
@@ -387,6 +388,7 @@ std::vector<KernelFn> compile_fused(const LoweredGraph& g, const std::vector<Fus
   int64_t hits = 0;
   for (size_t k : todo) {
     if (!cache_dir.empty()) {
+      ProfileSpan span("persistent cache lookup", "compile", op_of(k));
       units[k].pkey = build_context(jit) + units[k].key;
       if (auto obj = persistent_cache_load(cache_dir, units[k].pkey)) {
         units[k].obj = llvm::MemoryBuffer::getMemBufferCopy(*obj, "lazyx_kernel");
@@ -422,6 +424,7 @@ std::vector<KernelFn> compile_fused(const LoweredGraph& g, const std::vector<Fus
   pool.parallel_for(static_cast<int64_t>(share.size()), 1, 2, [&](int64_t b, int64_t e) {
     for (int64_t t = b; t < e; ++t) {
       for (size_t k : share[t]) {
+        ProfileSpan span("llvm compile", "compile", op_of(k));  // on the timeline, per thread
         optimize_and_emit(jit, units[k]);
         if (units[k].obj && !cache_dir.empty()) {
           std::string_view bytes(units[k].obj->getBufferStart(), units[k].obj->getBufferSize());

@@ -12,6 +12,7 @@
 #include "backends/cpu/thread_pool.h"
 #include "backends/reference/kernels.h"
 #include "dist/process_group.h"
+#include "graph/profile.h"
 #include "ir/shape_infer.h"
 #include "lazyx/error.h"
 
@@ -25,6 +26,32 @@ using reference::Val;
 namespace {
 
 constexpr int64_t kParallelMin = 1 << 15;  // elements below which a fused loop runs inline
+
+// A fused loop's name on the timeline: its ops and shape ("kernel add+mul+tanh [64, 784]").
+std::string kernel_name(const LoweredGraph& g, const FusedSpec& spec) {
+  std::string s = "kernel ";
+  for (size_t i = 0; i < spec.members.size(); ++i) {
+    if (i == 6) {
+      s += "+...";
+      break;
+    }
+    if (i) s += '+';
+    s += ir::op_name(g.instrs[spec.members[i]].op);
+  }
+  return s + " " + ir::shape_str(spec.shape);
+}
+
+// parallel_for whose chunks are spans on the threads that run them while profiling.
+template <class F>
+void traced_for(const std::string* name, int64_t n, int64_t grain, int64_t min_parallel, F fn) {
+  if (name == nullptr) return ThreadPool::get().parallel_for(n, grain, min_parallel, fn);
+  ThreadPool::get().parallel_for(n, grain, min_parallel, [&](int64_t b, int64_t e) {
+    const double t0 = profile::now_us();
+    fn(b, e);
+    profile::record(*name, "kernel", t0, profile::now_us(),
+                    "\"range\": [" + std::to_string(b) + ", " + std::to_string(e) + "]");
+  });
+}
 
 class CpuBackend : public backend::Backend {
  public:
@@ -94,19 +121,23 @@ class CpuBackend : public backend::Backend {
         }
         const backend::ScalarValue* sc = local_scalars.data();
         ThreadPool& pool = ThreadPool::get();
+        const std::string name = profile::on() ? kernel_name(g, p.specs[s.spec]) : std::string();
+        const std::string* traced = name.empty() ? nullptr : &name;
         if (s.reduce < 0) {
-          pool.parallel_for(s.numel, 64, kParallelMin,
-                            [&](int64_t b, int64_t e) { fn(bp, sc, b, e, 0, 0, nullptr); });
+          traced_for(traced, s.numel, 64, kParallelMin,
+                     [&](int64_t b, int64_t e) { fn(bp, sc, b, e, 0, 0, nullptr); });
           continue;
         }
         const int64_t K = s.inner, T = pool.size();
         if (s.split && T > 1 && s.numel < 4 * T && K >= 64 * T && s.numel * K >= kParallelMin) {
+          const double t0 = traced ? profile::now_us() : 0;
           run_split_reduction(p, s, fn, bp, sc, ptr);
+          if (traced) profile::record(name + " (split)", "kernel", t0, profile::now_us());
           continue;
         }
         const int64_t work = std::max<int64_t>(K, 1);
-        pool.parallel_for(s.numel, 1, (kParallelMin + work - 1) / work,
-                          [&](int64_t b, int64_t e) { fn(bp, sc, b, e, 0, K, nullptr); });
+        traced_for(traced, s.numel, 1, (kParallelMin + work - 1) / work,
+                   [&](int64_t b, int64_t e) { fn(bp, sc, b, e, 0, K, nullptr); });
         continue;
       }
       const Instr& in = g.instrs[s.instr];
@@ -135,7 +166,11 @@ class CpuBackend : public backend::Backend {
         gemm_matmul(in, *ops[0], *ops[1], out, alpha, s.beta);
         continue;
       }
+      const double t0 = profile::on() ? profile::now_us() : -1;
       run_ref(in, ops, out);
+      if (t0 >= 0) {
+        profile::record(std::string("ref ") + ir::op_name(in.op), "kernel", t0, profile::now_us());
+      }
     }
     // Final copies: parameters and scalars that are outputs (reading the old contents first),
     // then donated outputs computed into temporaries, then repeated outputs.

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "backends/cpu/thread_pool.h"
+#include "graph/profile.h"
 #include "ir/shape_infer.h"
 
 namespace lazyx::cpu {
@@ -93,8 +94,22 @@ std::vector<std::pair<int64_t, int64_t>> matrix_offsets(const Shape& batch, cons
 
 // Runs block(bi, r0, r1, c0, c1) over every matrix bi < nb, partitioned as gemm_partition says:
 // rows [r0, r1) and columns [c0, c1) of that matrix's n x m output.
+// While profiling, each call is a span on its thread ("gemm n x k x m", the block in args).
 template <class Block>
-void run_blocks(int64_t nb, int64_t n, int64_t m, int64_t k, int threads, Block block) {
+void run_blocks(int64_t nb, int64_t n, int64_t m, int64_t k, int threads, Block block_call) {
+  const bool traced = profile::on();
+  const std::string name = traced ? "gemm " + std::to_string(nb) + "x[" + std::to_string(n) +
+                                        " x " + std::to_string(k) + " x " + std::to_string(m) + "]"
+                                  : std::string();
+  auto block = [&](int64_t bi, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+    if (!traced) return block_call(bi, r0, r1, c0, c1);
+    const double t0 = profile::now_us();
+    block_call(bi, r0, r1, c0, c1);
+    profile::record(name, "gemm", t0, profile::now_us(),
+                    "\"batch\": " + std::to_string(bi) + ", \"rows\": [" + std::to_string(r0) +
+                        ", " + std::to_string(r1) + "], \"cols\": [" + std::to_string(c0) + ", " +
+                        std::to_string(c1) + "]");
+  };
   ThreadPool& pool = ThreadPool::get();
   const GemmPartition p = gemm_partition(nb, n, m, k, threads > 0 ? threads : pool.size());
   if (!p.parallel) {
