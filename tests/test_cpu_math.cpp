@@ -1,8 +1,9 @@
 // The cpu backend's elementwise math against float64, in both math modes: the maximum error in
 // ULP (of the float32 result) over a dense sweep of float32 inputs (every kStride-th float of a
 // range). Bounds: fast (the default) 4 ULP; precise Sleef's 1 ULP for single calls (1.01: its
-// bound is stated as 1.0; tanh measures 1.000 to three places) and more for the ops around sigmoid and GELU. Also: LAZYX_CPU_MATH
-// validation, and no program compiled in one mode runs in the other.
+// bound is stated as 1.0; tanh measures 1.000 to three places), more for sigmoid and GELU (the
+// ops around the call round too). Also: LAZYX_CPU_MATH validation, and no program compiled in
+// one mode runs in the other.
 #include <gtest/gtest.h>
 
 #include <cmath>
