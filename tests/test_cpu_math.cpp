@@ -6,6 +6,7 @@
 // one mode runs in the other.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -136,6 +137,42 @@ TEST(CpuMath, MaxUlpErrorAgainstFloat64InBothModes) {
     EXPECT_LE(precise[c], cs[c].precise_bound) << cs[c].name << " in the precise mode";
   }
   use_mode("");
+}
+
+// float64 in the default mode: Sleef's double functions, against long double, in double ULP.
+TEST(CpuMath, Float64WithinFourUlpInTheDefaultMode) {
+  use_mode("");
+  std::vector<double> in;
+  for (int i = 0; i <= 200000; ++i) in.push_back(-20.0 + 40.0 * i / 200000.0 + 1e-9 * (i % 7));
+  std::vector<double> pos;
+  for (double v : in) pos.push_back(std::exp(v));  // [2e-9, 5e8] for log
+  struct F64Case {
+    const char* name;
+    const std::vector<double>& in;
+    Tensor (*op)(const Tensor&);
+    long double (*ref)(long double);
+  };
+  const F64Case cs[] = {
+      {"exp", in, [](const Tensor& x) { return x.exp(); }, [](long double x) { return expl(x); }},
+      {"log", pos, [](const Tensor& x) { return x.log(); }, [](long double x) { return logl(x); }},
+      {"tanh", in, [](const Tensor& x) { return x.tanh(); }, [](long double x) { return tanhl(x); }},
+      {"sin", in, [](const Tensor& x) { return x.sin(); }, [](long double x) { return sinl(x); }},
+      {"cos", in, [](const Tensor& x) { return x.cos(); }, [](long double x) { return cosl(x); }},
+  };
+  for (const F64Case& c : cs) {
+    std::vector<double> got =
+        c.op(tensor<double>(c.in, {static_cast<int64_t>(c.in.size())})).to_vector<double>();
+    double worst = 0;
+    for (size_t i = 0; i < c.in.size(); ++i) {
+      const long double r = c.ref(c.in[i]);
+      int e;
+      std::frexp(static_cast<double>(std::fabs(r)), &e);
+      const long double ulp = std::ldexp(1.0L, std::max(e - 53, -1074));
+      worst = std::max(worst, static_cast<double>(std::fabs(got[i] - r) / ulp));
+    }
+    std::printf("[default] float64 %-5s max %.3f ulp\n", c.name, worst);
+    EXPECT_LE(worst, 4.0) << c.name << " in float64";
+  }
 }
 
 TEST(CpuMath, ProgramsOfOneModeDoNotRunInTheOther) {
