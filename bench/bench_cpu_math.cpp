@@ -1,14 +1,13 @@
 // CPU backend math: (x.sin()*x + 0.5).tanh() * x.sigmoid() on 16 Mi float32 as a cached lazyx
 // step in the default (fast) and precise math modes, each step followed by one hand-written loop
 // (this file is compiled -O3 -march=native -ffast-math: glibc's vector math) on the same number
-// of threads, first quiet, then with a busy process this benchmark starts itself. Threads: LAZYX_NUM_THREADS
-// (read once per process). Prints "name value unit" lines and the ratios, of wall time and of
-// the process's CPU time (which a machine shared with other jobs distorts less).
+// of threads, first quiet, then with a busy process this benchmark starts itself. Threads:
+// LAZYX_NUM_THREADS (read once per process). Prints "name value unit" lines and the ratios, of wall
+// time and of the process's CPU time (which a machine shared with other jobs distorts less).
 #include <signal.h>
 #include <sys/wait.h>
-#include <unistd.h>
-
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -134,7 +133,8 @@ int main(int argc, char** argv) {
   mark_step();
 
   std::printf("threads %d elements %lld\n", threads, static_cast<long long>(n));
-  for (const char* mode : {"fast", "precise"}) print("quiet", mode, run(mode, x, host, reps, threads));
+  for (const char* mode : {"fast", "precise"})
+    print("quiet", mode, run(mode, x, host, reps, threads));
   pid_t busy = start_busy();
   Result loaded[2] = {run("fast", x, host, reps, threads), run("precise", x, host, reps, threads)};
   stop_busy(busy);

@@ -107,8 +107,8 @@ std::vector<double> measure(const char* mode, const std::vector<std::vector<doub
   auto cs = cases();
   for (size_t c = 0; c < cs.size(); ++c) {
     std::vector<float> in = sweep(cs[c].lo, cs[c].hi);
-    std::vector<float> got = cs[c].op(tensor<float>(in, {static_cast<int64_t>(in.size())}))
-                                 .to_vector<float>();
+    std::vector<float> got =
+        cs[c].op(tensor<float>(in, {static_cast<int64_t>(in.size())})).to_vector<float>();
     double w = 0;
     float at = 0;
     for (size_t i = 0; i < in.size(); ++i) {
@@ -155,7 +155,8 @@ TEST(CpuMath, Float64WithinFourUlpInTheDefaultMode) {
   const F64Case cs[] = {
       {"exp", in, [](const Tensor& x) { return x.exp(); }, [](long double x) { return expl(x); }},
       {"log", pos, [](const Tensor& x) { return x.log(); }, [](long double x) { return logl(x); }},
-      {"tanh", in, [](const Tensor& x) { return x.tanh(); }, [](long double x) { return tanhl(x); }},
+      {"tanh", in, [](const Tensor& x) { return x.tanh(); },
+       [](long double x) { return tanhl(x); }},
       {"sin", in, [](const Tensor& x) { return x.sin(); }, [](long double x) { return sinl(x); }},
       {"cos", in, [](const Tensor& x) { return x.cos(); }, [](long double x) { return cosl(x); }},
   };

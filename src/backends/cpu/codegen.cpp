@@ -31,16 +31,19 @@
 
 // Sleef entry points, declared without their vector types: we only take their addresses.
 // 1-ULP functions (u10), the 3.5-ULP ones of the fast math mode (u35), and erfc (u15).
-#define LAZYX_SLEEF_FN(b, u)                                                          \
-  X(Sleef_##b##f_##u)                                                                 \
-  X(Sleef_##b##_##u) X(Sleef_##b##f16_##u##avx512f) X(Sleef_##b##d8_##u##avx512f) \
-      X(Sleef_##b##f8_##u##avx2) X(Sleef_##b##d4_##u##avx2)
-#define LAZYX_SLEEF_ALL                                                                  \
-  LAZYX_SLEEF_FN(exp, u10)                                                               \
-  LAZYX_SLEEF_FN(log, u10) LAZYX_SLEEF_FN(tanh, u10) LAZYX_SLEEF_FN(erf, u10)            \
-      LAZYX_SLEEF_FN(sin, u10) LAZYX_SLEEF_FN(cos, u10) LAZYX_SLEEF_FN(pow, u10)         \
-          LAZYX_SLEEF_FN(log, u35) LAZYX_SLEEF_FN(tanh, u35) LAZYX_SLEEF_FN(sin, u35)    \
-              LAZYX_SLEEF_FN(cos, u35) LAZYX_SLEEF_FN(erfc, u15)
+#define LAZYX_SLEEF_FN(b, u)     \
+  X(Sleef_##b##f_##u)            \
+  X(Sleef_##b##_##u)             \
+  X(Sleef_##b##f16_##u##avx512f) \
+  X(Sleef_##b##d8_##u##avx512f) X(Sleef_##b##f8_##u##avx2) X(Sleef_##b##d4_##u##avx2)
+#define LAZYX_SLEEF_ALL                                                           \
+  LAZYX_SLEEF_FN(exp, u10)                                                        \
+  LAZYX_SLEEF_FN(log, u10)                                                        \
+  LAZYX_SLEEF_FN(tanh, u10)                                                       \
+  LAZYX_SLEEF_FN(erf, u10)                                                        \
+  LAZYX_SLEEF_FN(sin, u10) LAZYX_SLEEF_FN(cos, u10) LAZYX_SLEEF_FN(pow, u10)      \
+      LAZYX_SLEEF_FN(log, u35) LAZYX_SLEEF_FN(tanh, u35) LAZYX_SLEEF_FN(sin, u35) \
+          LAZYX_SLEEF_FN(cos, u35) LAZYX_SLEEF_FN(erfc, u15)
 extern "C" {
 #define X(n) void n();
 LAZYX_SLEEF_ALL
@@ -406,8 +409,8 @@ std::vector<KernelFn> compile_fused(const LoweredGraph& g, const std::vector<Fus
   int64_t hits = 0;
   for (size_t k : todo) {
     if (!cache_dir.empty()) {
-      units[k].pkey = build_context(jit) + "math " + math_mode_name(math_mode()) + "\n" +
-                      units[k].key;
+      units[k].pkey =
+          build_context(jit) + "math " + math_mode_name(math_mode()) + "\n" + units[k].key;
       if (auto obj = persistent_cache_load(cache_dir, units[k].pkey)) {
         units[k].obj = llvm::MemoryBuffer::getMemBufferCopy(*obj, "lazyx_kernel");
         units[k].loaded = true;

@@ -330,7 +330,8 @@ struct Gen {
     };
     if (jit.avx512)
       add_variant(dbl ? 8 : 16, "Sleef_" + base + (dbl ? "d8" : "f16") + "_" + u + "avx512f");
-    if (jit.avx2) add_variant(dbl ? 4 : 8, "Sleef_" + base + (dbl ? "d4" : "f8") + "_" + u + "avx2");
+    if (jit.avx2)
+      add_variant(dbl ? 4 : 8, "Sleef_" + base + (dbl ? "d4" : "f8") + "_" + u + "avx2");
     llvm::CallInst* call = y ? b.CreateCall(f, {x, y}) : b.CreateCall(f, {x});
     call->setDoesNotThrow();
     call->setDoesNotAccessMemory();
@@ -346,15 +347,16 @@ struct Gen {
   llvm::Value* gelu(llvm::Value* x) {
     llvm::Type* t = x->getType();
     const long double c = 0.70710678118654752440084436210484904L;
-    const double chi = t == f64 ? static_cast<double>(c) : static_cast<double>(static_cast<float>(c));
+    const double chi =
+        t == f64 ? static_cast<double>(c) : static_cast<double>(static_cast<float>(c));
     const double clo = static_cast<double>(c - static_cast<long double>(chi));
     llvm::Value* nx = b.CreateFNeg(x);
     llvm::Value* z = b.CreateFMul(nx, cf(t, chi));
     llvm::Value* dz = b.CreateFAdd(
         b.CreateIntrinsic(llvm::Intrinsic::fma, {t}, {nx, cf(t, chi), b.CreateFNeg(z)}),
         b.CreateFMul(nx, cf(t, clo)));
-    llvm::Value* k = b.CreateSelect(b.CreateFCmpOGT(z, cf(t, 0.0)), b.CreateFMul(cf(t, 2.0), z),
-                                    cf(t, 0.0));
+    llvm::Value* k =
+        b.CreateSelect(b.CreateFCmpOGT(z, cf(t, 0.0)), b.CreateFMul(cf(t, 2.0), z), cf(t, 0.0));
     llvm::Value* kdz = b.CreateFMul(k, dz);  // NaN at x = +-inf: no correction there
     llvm::Value* e = math(Math::Erfc, z);
     e = b.CreateSelect(b.CreateFCmpORD(kdz, kdz), b.CreateFSub(e, b.CreateFMul(e, kdz)), e);
