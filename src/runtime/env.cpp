@@ -45,6 +45,20 @@ int64_t integer(const char* name, int64_t dflt, int64_t lo, int64_t hi) {
   return r;
 }
 
+int choice(const char* name, int dflt, std::initializer_list<const char*> choices) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return dflt;
+  std::string s = lower(v), accepts;
+  int i = 0;
+  for (const char* c : choices) {
+    if (s == c) return i;
+    accepts += (i == 0 ? "" : (i + 1 == static_cast<int>(choices.size()) ? " or " : ", "));
+    accepts += c;
+    ++i;
+  }
+  bad(name, v, accepts);
+}
+
 int debug_level() { return static_cast<int>(integer("LAZYX_DEBUG", 0, 0, 2)); }
 
 int debug_level_nothrow() {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 
 namespace lazyx::env {
 
@@ -10,6 +11,8 @@ namespace lazyx::env {
 bool flag(const char* name, bool dflt);
 // A decimal integer in [lo, hi]. Unset or empty gives `dflt`.
 int64_t integer(const char* name, int64_t dflt, int64_t lo, int64_t hi);
+// One of `choices` (any case): its index. Unset or empty gives `dflt`.
+int choice(const char* name, int dflt, std::initializer_list<const char*> choices);
 // LAZYX_DEBUG: 0 (quiet), 1 (step reports), 2 (also LLVM's remarks).
 int debug_level();
 // The same, for callbacks that must not throw (an invalid value reads as 0).

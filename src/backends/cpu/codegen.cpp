@@ -31,14 +31,20 @@
 #endif
 
 // Sleef entry points, declared without their vector types: we only take their addresses.
-#define LAZYX_SLEEF_FN(b)                                                     \
-  X(Sleef_##b##f_u10)                                                         \
-  X(Sleef_##b##_u10) X(Sleef_##b##f16_u10avx512f) X(Sleef_##b##d8_u10avx512f) \
-      X(Sleef_##b##f8_u10avx2) X(Sleef_##b##d4_u10avx2)
-#define LAZYX_SLEEF_ALL                                                            \
-  LAZYX_SLEEF_FN(exp)                                                              \
-  LAZYX_SLEEF_FN(log) LAZYX_SLEEF_FN(tanh) LAZYX_SLEEF_FN(erf) LAZYX_SLEEF_FN(sin) \
-      LAZYX_SLEEF_FN(cos) LAZYX_SLEEF_FN(pow)
+// 1-ULP functions (u10), the 3.5-ULP ones of the fast math mode (u35), and erfc (u15).
+#define LAZYX_SLEEF_FN(b, u)     \
+  X(Sleef_##b##f_##u)            \
+  X(Sleef_##b##_##u)             \
+  X(Sleef_##b##f16_##u##avx512f) \
+  X(Sleef_##b##d8_##u##avx512f) X(Sleef_##b##f8_##u##avx2) X(Sleef_##b##d4_##u##avx2)
+#define LAZYX_SLEEF_ALL                                                           \
+  LAZYX_SLEEF_FN(exp, u10)                                                        \
+  LAZYX_SLEEF_FN(log, u10)                                                        \
+  LAZYX_SLEEF_FN(tanh, u10)                                                       \
+  LAZYX_SLEEF_FN(erf, u10)                                                        \
+  LAZYX_SLEEF_FN(sin, u10) LAZYX_SLEEF_FN(cos, u10) LAZYX_SLEEF_FN(pow, u10)      \
+      LAZYX_SLEEF_FN(log, u35) LAZYX_SLEEF_FN(tanh, u35) LAZYX_SLEEF_FN(sin, u35) \
+          LAZYX_SLEEF_FN(cos, u35) LAZYX_SLEEF_FN(erfc, u15)
 extern "C" {
 #define X(n) void n();
 LAZYX_SLEEF_ALL
@@ -98,6 +104,22 @@ Jit& the_jit() {
 }  // namespace cg
 
 using namespace cg;
+
+namespace {
+std::atomic<int> g_math_mode{static_cast<int>(MathMode::Fast)};
+}  // namespace
+
+MathMode math_mode_from_env() {
+  return static_cast<MathMode>(env::choice("LAZYX_CPU_MATH", 0, {"fast", "precise"}));
+}
+
+MathMode math_mode() { return static_cast<MathMode>(g_math_mode.load()); }
+
+bool set_math_mode(MathMode m) {
+  return g_math_mode.exchange(static_cast<int>(m)) != static_cast<int>(m);
+}
+
+const char* math_mode_name(MathMode m) { return m == MathMode::Precise ? "precise" : "fast"; }
 
 std::vector<int64_t> reduced_dims(const Instr& in) {
   if (is_normalization(in.op)) return {in.attrs.i0};
@@ -389,7 +411,9 @@ std::vector<KernelFn> compile_fused(const LoweredGraph& g, const std::vector<Fus
   for (size_t k : todo) {
     if (!cache_dir.empty()) {
       ProfileSpan span("persistent cache lookup", "compile", op_of(k));
-      units[k].pkey = build_context(jit) + units[k].key;
+      units[k].pkey =
+          build_context(jit) + "math " + math_mode_name(math_mode()) + "
+" + units[k].key;
       if (auto obj = persistent_cache_load(cache_dir, units[k].pkey)) {
         units[k].obj = llvm::MemoryBuffer::getMemBufferCopy(*obj, "lazyx_kernel");
         units[k].loaded = true;

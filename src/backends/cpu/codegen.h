@@ -72,6 +72,17 @@ bool reduction_fusable(const backend::LoweredGraph& g, int32_t instr);
 bool reduction_mergeable(const backend::LoweredGraph& g, int32_t instr, const Shape& shape,
                          const std::vector<Shape>& strides);
 
+// Elementwise math of later compiles: Sleef's 3.5-ULP functions where it has them (Fast, the
+// default) or its 1-ULP ones (Precise). Kernels of the two modes have different IR, hence
+// different in-process and persistent cache keys.
+enum class MathMode { Fast, Precise };
+// LAZYX_CPU_MATH: fast (default) or precise; anything else raises.
+MathMode math_mode_from_env();
+MathMode math_mode();
+const char* math_mode_name(MathMode m);
+// Returns whether the mode changed.
+bool set_math_mode(MathMode m);
+
 // The compiled code of one program; freeing it frees the machine code.
 class CompiledModule {
  public:

@@ -90,7 +90,7 @@ inline Dtype domain_of(const LoweredGraph& g, const Instr& in) {
   return in.dtype;
 }
 
-enum class Math { Exp, Log, Tanh, Erf, Sin, Cos, Pow };
+enum class Math { Exp, Log, Tanh, Erf, Erfc, Sin, Cos, Pow };
 inline const char* math_base(Math m) {
   switch (m) {
     case Math::Exp:
@@ -101,6 +101,8 @@ inline const char* math_base(Math m) {
       return "tanh";
     case Math::Erf:
       return "erf";
+    case Math::Erfc:
+      return "erfc";
     case Math::Sin:
       return "sin";
     case Math::Cos:
@@ -109,6 +111,12 @@ inline const char* math_base(Math m) {
       return "pow";
   }
   return "";
+}
+// Sleef's accuracy suffix: 3.5 ULP in the fast mode where Sleef has it, else 1 (erfc: 1.5).
+inline const char* math_ulp(Math m, MathMode mode) {
+  if (m == Math::Erfc) return "u15";
+  const bool has_u35 = m == Math::Log || m == Math::Tanh || m == Math::Sin || m == Math::Cos;
+  return mode == MathMode::Fast && has_u35 ? "u35" : "u10";
 }
 
 struct Gen {
@@ -291,7 +299,8 @@ struct Gen {
   llvm::Value* math(Math m, llvm::Value* x, llvm::Value* y = nullptr) {
     bool dbl = x->getType() == f64;
     std::string base = math_base(m);
-    std::string scalar = "Sleef_" + base + (dbl ? "" : "f") + "_u10";
+    const std::string u = math_ulp(m, math_mode());
+    std::string scalar = "Sleef_" + base + (dbl ? "" : "f") + "_" + u;
     int nargs = y ? 2 : 1;
     std::vector<llvm::Type*> params(nargs, x->getType());
     llvm::FunctionType* ft = llvm::FunctionType::get(x->getType(), params, false);
@@ -320,8 +329,9 @@ struct Gen {
           "_ZGV_LLVM_N" + std::to_string(vf) + (y ? "vv" : "v") + "_" + scalar + "(" + vname + ")";
     };
     if (jit.avx512)
-      add_variant(dbl ? 8 : 16, "Sleef_" + base + (dbl ? "d8" : "f16") + "_u10avx512f");
-    if (jit.avx2) add_variant(dbl ? 4 : 8, "Sleef_" + base + (dbl ? "d4" : "f8") + "_u10avx2");
+      add_variant(dbl ? 8 : 16, "Sleef_" + base + (dbl ? "d8" : "f16") + "_" + u + "avx512f");
+    if (jit.avx2)
+      add_variant(dbl ? 4 : 8, "Sleef_" + base + (dbl ? "d4" : "f8") + "_" + u + "avx2");
     llvm::CallInst* call = y ? b.CreateCall(f, {x, y}) : b.CreateCall(f, {x});
     call->setDoesNotThrow();
     call->setDoesNotAccessMemory();
@@ -329,6 +339,28 @@ struct Gen {
       call->addFnAttr(llvm::Attribute::get(C, "vector-function-abi-variant", variants));
     }
     return call;
+  }
+
+  // x/2 * erfc(-x/sqrt(2)): no cancellation for negative x, unlike x/2 * (1 + erf(x/sqrt(2))).
+  // erfc's relative slope there is about 2z, so the rounding error dz of z = -x/sqrt(2)
+  // (exact by fma) is taken out: erfc(z + dz) ~ erfc(z) (1 - 2 z dz) for z > 0.
+  llvm::Value* gelu(llvm::Value* x) {
+    llvm::Type* t = x->getType();
+    const long double c = 0.70710678118654752440084436210484904L;
+    const double chi =
+        t == f64 ? static_cast<double>(c) : static_cast<double>(static_cast<float>(c));
+    const double clo = static_cast<double>(c - static_cast<long double>(chi));
+    llvm::Value* nx = b.CreateFNeg(x);
+    llvm::Value* z = b.CreateFMul(nx, cf(t, chi));
+    llvm::Value* dz = b.CreateFAdd(
+        b.CreateIntrinsic(llvm::Intrinsic::fma, {t}, {nx, cf(t, chi), b.CreateFNeg(z)}),
+        b.CreateFMul(nx, cf(t, clo)));
+    llvm::Value* k =
+        b.CreateSelect(b.CreateFCmpOGT(z, cf(t, 0.0)), b.CreateFMul(cf(t, 2.0), z), cf(t, 0.0));
+    llvm::Value* kdz = b.CreateFMul(k, dz);  // NaN at x = +-inf: no correction there
+    llvm::Value* e = math(Math::Erfc, z);
+    e = b.CreateSelect(b.CreateFCmpORD(kdz, kdz), b.CreateFSub(e, b.CreateFMul(e, kdz)), e);
+    return b.CreateFMul(b.CreateFMul(cf(t, 0.5), x), e);
   }
 
   llvm::Value* value(int32_t c) {
@@ -472,11 +504,9 @@ struct Gen {
         case Op::Relu:
           r = b.CreateSelect(b.CreateFCmpOLE(x[0], cf(ct, 0.0)), cf(ct, 0.0), x[0]);
           break;
-        case Op::Gelu: {
-          llvm::Value* e = math(Math::Erf, b.CreateFMul(x[0], cf(ct, 0.70710678118654752440)));
-          r = b.CreateFMul(b.CreateFMul(cf(ct, 0.5), x[0]), b.CreateFAdd(one, e));
+        case Op::Gelu:
+          r = gelu(x[0]);
           break;
-        }
         case Op::GeluTanh: {
           llvm::Value* x3 = b.CreateFMul(b.CreateFMul(x[0], x[0]), x[0]);
           llvm::Value* in_ = b.CreateFMul(cf(ct, 0.79788456080286535588),

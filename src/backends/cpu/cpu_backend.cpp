@@ -14,6 +14,7 @@
 #include "dist/process_group.h"
 #include "graph/profile.h"
 #include "ir/shape_infer.h"
+#include "lazyx/debug.h"
 #include "lazyx/error.h"
 
 namespace lazyx::cpu {
@@ -57,9 +58,12 @@ class CpuBackend : public backend::Backend {
  public:
   // Validates LAZYX_NUM_THREADS at every backend creation (the pool reads it once), then
   // starts the pool: a bad value fails here and set_backend() leaves the old backend active.
+  // LAZYX_CPU_MATH is read here too; programs compiled in the other math mode are dropped.
   CpuBackend() {
     default_num_threads();
+    const MathMode mode = math_mode_from_env();
     ThreadPool::get();
+    if (set_math_mode(mode)) clear_program_cache();
   }
   std::string name() const override { return "cpu"; }
 
