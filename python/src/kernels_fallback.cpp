@@ -87,9 +87,10 @@ void tensor_list_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stac
   }
   const auto& rets = op.schema().returns();
   const size_t nret = rets.size();
-  for (auto it = stack->end() - static_cast<std::ptrdiff_t>(nret); it != stack->end(); ++it) {
+  const auto ret0 = stack->end() - static_cast<std::ptrdiff_t>(nret);
+  for (auto it = ret0; it != stack->end(); ++it) {
     // A return that is a written argument (`Tensor(a!)`) is that device tensor itself.
-    const c10::AliasInfo* rai = rets[it - (stack->end() - static_cast<std::ptrdiff_t>(nret))].alias_info();
+    const c10::AliasInfo* rai = rets[static_cast<size_t>(it - ret0)].alias_info();
     size_t same = n;
     for (size_t i = 0; rai != nullptr && rai->isWrite() && i < n && same == n; ++i) {
       const c10::AliasInfo* ai = args[i].alias_info();

@@ -146,8 +146,9 @@ void trim_cache(int64_t limit_percent) {
   std::vector<std::multimap<size_t, Cached>::iterator> order;
   order.reserve(s.free_blocks.size());
   for (auto it = s.free_blocks.begin(); it != s.free_blocks.end(); ++it) order.push_back(it);
-  std::stable_sort(order.begin(), order.end(),
-                   [](const auto& a, const auto& b) { return a->second.freed_at < b->second.freed_at; });
+  std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
+    return a->second.freed_at < b->second.freed_at;
+  });
   for (auto it : order) {
     if (excess <= 0) break;
     const int64_t size = static_cast<int64_t>(it->first);
