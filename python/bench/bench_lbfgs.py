@@ -5,10 +5,10 @@ closure reads loss.item()), rewritten here with the data generated in memory.
 
     /usr/bin/python3 python/bench/bench_lbfgs.py [--length 100] [--future 100] [--steps 10]
 
-Each configuration (LAZYX_NUM_THREADS and torch threads 1 or 2; quiet, or with a busy process
-this script starts) runs in a fresh process that trains eager and lazyx from the same
-initialization in the same run and prints per-step times, the losses' largest relative
-difference, and lazyx's resident memory after each step. A step is one optimizer.step (up to 20
+Each configuration (LAZYX_NUM_THREADS 1 or 2; quiet, or with a busy process this script starts)
+runs in a fresh process that trains eager (torch at --eager-threads, default 1) and lazyx from the
+same initialization and prints the median step time after the first, the losses' largest
+relative difference, and lazyx's resident memory after the steps. A step is one optimizer.step (up to 20
 closure calls) plus the example's prediction of `future` points under no_grad, then mark_step.
 """
 import argparse
@@ -24,8 +24,8 @@ import json, os, sys, time
 import numpy as np, torch, torch.nn as nn
 sys.path.insert(0, sys.argv[1])
 import lazyx
-L, FUTURE, STEPS, THREADS = (int(a) for a in sys.argv[2:6])
-torch.set_num_threads(THREADS)
+L, FUTURE, STEPS, EAGER_THREADS = (int(a) for a in sys.argv[2:6])
+torch.set_num_threads(EAGER_THREADS)
 
 class Sequence(nn.Module):
     def __init__(self):
@@ -95,6 +95,7 @@ def run(device):
         out["compiles"] = lazyx.metrics.counter_value("UncachedCompile") or 0
         out["cached_mb"] = m["bytes_cached"] / 2**20
         out["in_use_mb"] = m["bytes_in_use"] / 2**20
+        out["fallbacks"] = lazyx.metrics.fallback_counters()
     return out
 
 print(json.dumps({"eager": run("cpu"), "lazyx": run(lazyx.device())}))
@@ -111,7 +112,9 @@ def main():
     ap.add_argument("--future", type=int, default=100)
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--configs", default="1q,2q,1b,2b",
-                    help="threads and q(uiet)/b(usy), comma separated")
+                    help="LAZYX_NUM_THREADS and q(uiet)/b(usy), comma separated")
+    ap.add_argument("--eager-threads", type=int, default=1,
+                    help="torch threads of the eager baseline (1: its fastest on a shared machine)")
     a = ap.parse_args()
     here = os.path.dirname(os.path.abspath(__file__))
     pkg = os.environ.get("LAZYX_PYTHONPATH", os.path.join(here, "..", "..", "build", "python"))
@@ -123,7 +126,7 @@ def main():
         hog = busy() if load == "b" else None
         try:
             res = subprocess.run([sys.executable, "-c", CHILD, pkg, str(a.length), str(a.future),
-                                  str(a.steps), str(threads)], env=env, check=True,
+                                  str(a.steps), str(a.eager_threads)], env=env, check=True,
                                  capture_output=True, text=True)
         finally:
             if hog:
@@ -141,7 +144,8 @@ def main():
               f"{len(e['losses'])}, losses max rel diff {rel:.1e} (first {rels[0]:.1e}, first step {max(rels[:20]):.1e}), final loss {z['losses'][-1]:.3e}; "
               f"lazyx compiles {z['compiles']}; lazyx RSS after step 2 {z['rss'][1]:.0f} MB, "
               f"last {z['rss'][-1]:.0f} MB (eager {e['rss'][-1]:.0f} MB in the same process); "
-              f"allocator in use {z['in_use_mb']:.1f} MB, cached {z['cached_mb']:.1f} MB")
+              f"allocator in use {z['in_use_mb']:.1f} MB, cached {z['cached_mb']:.1f} MB; "
+              f"CPU fallbacks {z['fallbacks'] or 'none'}")
         sys.stdout.flush()
 
 
