@@ -124,6 +124,17 @@ def test_rrelu_training_gradients_equal_eager():
     assert (g_l[neg] != 0).all()  # the slopes reached the backward pass
 
 
+def test_rrelu_in_place_training_matches_eager():
+    x0 = torch.randn(64)
+    torch.manual_seed(3)
+    want = torch.nn.functional.rrelu(x0.clone(), 0.1, 0.3, training=True, inplace=True)
+    torch.manual_seed(3)
+    x = x0.clone().to(DEV)
+    y = torch.nn.functional.rrelu(x, 0.1, 0.3, training=True, inplace=True)
+    assert y is x
+    torch.testing.assert_close(x.cpu(), want)
+
+
 def test_batch_norm_running_stats_written_back_only_in_training():
     torch.manual_seed(2)
     x = torch.randn(16, 5) * 3 + 1
