@@ -60,12 +60,16 @@ def data():
     x = np.arange(L)[None, :] + rng.randint(-4 * T, 4 * T, N)[:, None]
     return torch.from_numpy(np.sin(x / 1.0 / T).astype("float64"))
 
-def run(device):
+def run(device, nudge=0.0):
     torch.manual_seed(0)
     d = data()
     inp, tgt = d[3:, :-1].to(device), d[3:, 1:].to(device)
     test_inp, test_tgt = d[:3, :-1].to(device), d[:3, 1:].to(device)
-    seq = Sequence().double().to(device)
+    seq = Sequence().double()
+    with torch.no_grad():
+        for p in seq.parameters():
+            p.mul_(1 + nudge)
+    seq = seq.to(device)
     crit = nn.MSELoss()
     opt = torch.optim.LBFGS(seq.parameters(), lr=0.8)
     lazy = device != "cpu"
@@ -98,7 +102,10 @@ def run(device):
         out["fallbacks"] = lazyx.metrics.fallback_counters()
     return out
 
-print(json.dumps({"eager": run("cpu"), "lazyx": run(lazyx.device())}))
+res = {"eager": run("cpu"), "lazyx": run(lazyx.device())}
+if int(sys.argv[6]):  # eager again, every weight changed by a relative 1e-15 (a rounding error)
+    res["nudged"] = run("cpu", 1e-15)
+print(json.dumps(res))
 """
 
 
@@ -113,6 +120,9 @@ def main():
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--configs", default="1q,2q,1b,2b",
                     help="LAZYX_NUM_THREADS and q(uiet)/b(usy), comma separated")
+    ap.add_argument("--nudged-eager", action="store_true",
+                    help="also run eager with weights changed by 1e-15: how far rounding alone "
+                         "moves the losses")
     ap.add_argument("--eager-threads", type=int, default=1,
                     help="torch threads of the eager baseline (1: its fastest on a shared machine)")
     a = ap.parse_args()
@@ -126,7 +136,7 @@ def main():
         hog = busy() if load == "b" else None
         try:
             res = subprocess.run([sys.executable, "-c", CHILD, pkg, str(a.length), str(a.future),
-                                  str(a.steps), str(a.eager_threads)], env=env, check=True,
+                                  str(a.steps), str(a.eager_threads), str(int(a.nudged_eager))], env=env, check=True,
                                  capture_output=True, text=True)
         finally:
             if hog:
@@ -135,15 +145,22 @@ def main():
         r = json.loads(res.stdout.strip().splitlines()[-1])
         e, z = r["eager"], r["lazyx"]
         n = min(len(e["losses"]), len(z["losses"]))
-        rels = [abs(x - y) / max(abs(y), 1e-300) for x, y in zip(z["losses"][:n], e["losses"][:n])]
-        rel = max(rels)
+        def rel_diffs(a, b):
+            return [abs(x - y) / max(abs(y), 1e-300) for x, y in zip(a[:n], b[:n])]
+        rels = rel_diffs(z["losses"], e["losses"])
+        nudged = ""
+        if "nudged" in r:
+            nz = rel_diffs(r["nudged"]["losses"], e["losses"])
+            nudged = f" (eager with weights changed by 1e-15: max rel diff {max(nz):.1e})"
         te, tz = statistics.median(e["times"][1:]), statistics.median(z["times"][1:])
         print(f"{threads} thread(s), {'busy' if hog else 'quiet'}: eager step {te:.3f} s, lazyx "
               f"step {tz:.3f} s ({tz / te:.2f}x eager; first step eager {e['times'][0]:.2f} s, "
               f"lazyx {z['times'][0]:.2f} s incl. compiles); closure calls {len(z['losses'])} vs "
-              f"{len(e['losses'])}, losses max rel diff {rel:.1e} (first {rels[0]:.1e}, first step {max(rels[:20]):.1e}), final loss {z['losses'][-1]:.3e}; "
-              f"lazyx compiles {z['compiles']}; lazyx RSS after step 2 {z['rss'][1]:.0f} MB, "
-              f"last {z['rss'][-1]:.0f} MB (eager {e['rss'][-1]:.0f} MB in the same process); "
+              f"{len(e['losses'])}; losses max rel diff {max(rels):.1e} (first step "
+              f"{max(rels[:20]):.1e}, first 3 steps {max(rels[:60]):.1e}){nudged}; final loss "
+              f"{z['losses'][-1]:.3e} vs eager {e['losses'][-1]:.3e}; lazyx compiles "
+              f"{z['compiles']}; lazyx RSS after step 2 {z['rss'][1]:.0f} MB, last "
+              f"{z['rss'][-1]:.0f} MB (eager {e['rss'][-1]:.0f} MB in the same process); "
               f"allocator in use {z['in_use_mb']:.1f} MB, cached {z['cached_mb']:.1f} MB; "
               f"CPU fallbacks {z['fallbacks'] or 'none'}")
         sys.stdout.flush()
