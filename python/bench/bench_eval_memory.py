@@ -31,8 +31,8 @@ def rss_mb():
 
 def snap():
     m = lazyx.memory_stats()
-    return {"rss": rss_mb(), "in_use": m["bytes_in_use"] / 2**20, "cached": m["bytes_cached"] / 2**20,
-            "peak": m["peak_bytes"] / 2**20}
+    return {"rss": rss_mb(), "in_use": m["bytes_in_use"] / 2**20,
+            "cached": m["bytes_cached"] / 2**20, "peak": m["peak_bytes"] / 2**20}
 
 torch.manual_seed(0)
 model = nn.Sequential(nn.Linear(784, 1024), nn.ReLU(), nn.Linear(1024, 1024), nn.ReLU(),
@@ -78,7 +78,9 @@ def main():
             env.pop("LAZYX_CACHE_LIMIT", None)
             if limit:
                 env["LAZYX_CACHE_LIMIT"] = limit
-            hog = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if load == "b" else None
+            hog = None
+            if load == "b":
+                hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
             try:
                 res = subprocess.run([sys.executable, "-c", CHILD, pkg, str(threads)], env=env,
                                      check=True, capture_output=True, text=True)
@@ -89,11 +91,12 @@ def main():
             r = json.loads(res.stdout.strip().splitlines()[-1])
             t, e, f = r["train"], r["eval"], r["after"]
             name = "default bound" if limit is None else "no bound (baseline)"
+            ratio = (f["in_use"] + f["cached"]) / t["peak"]
             print(f"{threads} thread(s), {'busy' if hog else 'quiet'}, {name}: training peak in use "
                   f"{t['peak']:.0f} MB; RSS after training {t['rss']:.0f} MB, after eval "
                   f"{e['rss']:.0f} MB (cached {e['cached']:.0f} MB), after 6 more steps "
                   f"{f['rss']:.0f} MB (in use {f['in_use']:.0f} MB, cached {f['cached']:.0f} MB; "
-                  f"in use + cached = {(f['in_use'] + f['cached']) / t['peak']:.2f}x training peak)")
+                  f"in use + cached = {ratio:.2f}x training peak)")
             sys.stdout.flush()
 
 

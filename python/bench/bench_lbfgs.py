@@ -8,8 +8,8 @@ closure reads loss.item()), rewritten here with the data generated in memory.
 Each configuration (LAZYX_NUM_THREADS 1 or 2; quiet, or with a busy process this script starts)
 runs in a fresh process that trains eager (torch at --eager-threads, default 1) and lazyx from the
 same initialization and prints the median step time after the first, the losses' largest
-relative difference, and lazyx's resident memory after the steps. A step is one optimizer.step (up to 20
-closure calls) plus the example's prediction of `future` points under no_grad, then mark_step.
+relative difference, and lazyx's resident memory after the steps. A step is one
+optimizer.step (up to 20 closure calls) plus the example's prediction of `future` points under no_grad, then mark_step.
 """
 import argparse
 import json
@@ -136,7 +136,8 @@ def main():
         hog = busy() if load == "b" else None
         try:
             res = subprocess.run([sys.executable, "-c", CHILD, pkg, str(a.length), str(a.future),
-                                  str(a.steps), str(a.eager_threads), str(int(a.nudged_eager))], env=env, check=True,
+                                  str(a.steps), str(a.eager_threads), str(int(a.nudged_eager))],
+                                 env=env, check=True,
                                  capture_output=True, text=True)
         finally:
             if hog:
