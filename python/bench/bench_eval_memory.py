@@ -92,7 +92,8 @@ def main():
             t, e, f = r["train"], r["eval"], r["after"]
             name = "default bound" if limit is None else "no bound (baseline)"
             ratio = (f["in_use"] + f["cached"]) / t["peak"]
-            print(f"{threads} thread(s), {'busy' if hog else 'quiet'}, {name}: training peak in use "
+            mode = "busy" if hog else "quiet"
+            print(f"{threads} thread(s), {mode}, {name}: training peak in use "
                   f"{t['peak']:.0f} MB; RSS after training {t['rss']:.0f} MB, after eval "
                   f"{e['rss']:.0f} MB (cached {e['cached']:.0f} MB), after 6 more steps "
                   f"{f['rss']:.0f} MB (in use {f['in_use']:.0f} MB, cached {f['cached']:.0f} MB; "

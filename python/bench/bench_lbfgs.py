@@ -9,7 +9,8 @@ Each configuration (LAZYX_NUM_THREADS 1 or 2; quiet, or with a busy process this
 runs in a fresh process that trains eager (torch at --eager-threads, default 1) and lazyx from the
 same initialization and prints the median step time after the first, the losses' largest
 relative difference, and lazyx's resident memory after the steps. A step is one
-optimizer.step (up to 20 closure calls) plus the example's prediction of `future` points under no_grad, then mark_step.
+optimizer.step (up to 20 closure calls) plus the example's prediction of `future` points under
+no_grad, then mark_step.
 """
 import argparse
 import json
