@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Resident memory around a one-off eval pass: an MNIST-sized MLP (784-1024-1024-10, Adam, batch
-128, synthetic data) trains, then evaluates 20,000 rows in batches of 5,000 (value reads only, no
+128, synthetic data) trains, then evaluates 40,000 rows in batches of 10,000 (value reads only, no
 mark_step), then trains on.
 
     /usr/bin/python3 python/bench/bench_eval_memory.py [--configs 1q,2q,1b,2b]
@@ -39,7 +39,7 @@ model = nn.Sequential(nn.Linear(784, 1024), nn.ReLU(), nn.Linear(1024, 1024), nn
                       nn.Linear(1024, 10)).to(dev)
 opt = torch.optim.Adam(model.parameters(), lr=1e-3)
 x, y = torch.randn(128, 784).to(dev), torch.randint(0, 10, (128,)).to(dev)
-ex = [torch.randn(5000, 784).to(dev) for _ in range(4)]
+ex = [torch.randn(10000, 784).to(dev) for _ in range(4)]
 lazyx.mark_step()
 
 def train(n):
