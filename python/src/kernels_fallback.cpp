@@ -32,8 +32,8 @@ struct UnderDeclaredWrites {
 
 const UnderDeclaredWrites* under_declared_writes(const c10::OperatorHandle& op) {
   static const std::vector<UnderDeclaredWrites> table = {
-      {"aten::rrelu_with_noise", {1}, 4},   // noise: the slopes drawn in training
-      {"aten::rrelu_with_noise_", {1}, 4},  // (self is declared)
+      {"aten::rrelu_with_noise", {1}, 4},      // noise: the slopes drawn in training
+      {"aten::rrelu_with_noise_", {1}, 4},     // (self is declared)
       {"aten::native_batch_norm", {3, 4}, 5},  // running_mean, running_var
   };
   const std::string& name = op.schema().name();

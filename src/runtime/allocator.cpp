@@ -31,8 +31,8 @@ struct State {
   std::mutex mu;
   std::multimap<size_t, Cached> free_blocks;  // block size -> block
   MemoryStats stats;
-  int64_t clock = 0;            // steps seen by trim_cache
-  int64_t step_peak = 0;        // bytes in use at most since the last trim
+  int64_t clock = 0;      // steps seen by trim_cache
+  int64_t step_peak = 0;  // bytes in use at most since the last trim
   int64_t window[kPeakWindow] = {};
 };
 
@@ -172,8 +172,7 @@ std::string MemoryStats::to_string() const {
   auto mib = [](int64_t b) { return std::to_string(static_cast<double>(b) / (1 << 20)) + " MiB"; };
   return "bytes_in_use: " + mib(bytes_in_use) + ", peak_bytes: " + mib(peak_bytes) +
          ", bytes_cached: " + mib(bytes_cached) + ", allocs: " + std::to_string(num_allocs) +
-         " (fresh: " + std::to_string(num_fresh_allocs) +
-         "), trimmed: " + mib(num_trimmed_bytes);
+         " (fresh: " + std::to_string(num_fresh_allocs) + "), trimmed: " + mib(num_trimmed_bytes);
 }
 
 }  // namespace lazyx
