@@ -60,6 +60,10 @@ struct StepReport {
   int64_t num_donated = 0;
   int64_t donated_bytes = 0;
   std::vector<ParamReport> params;
+  // Tensors (storage ids) this sync materialized, and those of them it kept although the sync
+  // did not ask for them: live tensors whose values its program computed anyway.
+  std::vector<int64_t> materialized;
+  std::vector<int64_t> kept_live;
   double compile_ms = 0;
   double execute_ms = 0;
   int64_t bytes_allocated = 0;  // new output buffers (donated outputs allocate nothing)

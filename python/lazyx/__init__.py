@@ -93,7 +93,7 @@ def last_step() -> StepReport:
 
 
 def memory_stats() -> dict:
-    """bytes_in_use, peak_bytes, bytes_cached, num_allocs, num_fresh_allocs."""
+    """bytes_in_use, peak_bytes, bytes_cached, num_allocs, num_fresh_allocs, num_trimmed_bytes."""
     return _C.memory_stats()
 
 

@@ -1,6 +1,6 @@
 // The boxed fallback (every op without a native kernel runs on CPU and is counted as
-// "aten::<op>", as PyTorch/XLA does), the ops that run on CPU through their own wrapper
-// (batch norm, convolutions) and the _foreach_* kernels.
+// "aten::<op>", as PyTorch/XLA does; ops whose schema under-declares their writes included), the
+// convolutions, which run on CPU through their own wrapper, and the _foreach_* kernels.
 #include <ATen/ATen.h>
 #include <ATen/native/CPUFallback.h>
 #include <torch/library.h>
@@ -22,15 +22,46 @@ using at::Tensor;
 
 namespace {
 
+// Ops whose torch 1.13 schema does not mark every argument they write as written (no `(a!)`):
+// the fallback copies these arguments back too, when the op's `training` argument (if any) is
+// true. One table for every such op, instead of one wrapper per op.
+struct UnderDeclaredWrites {
+  const char* op;
+  std::vector<size_t> written;  // argument indices
+  int when = -1;                // index of a bool argument that must be true, or -1
+};
+
+const UnderDeclaredWrites* under_declared_writes(const c10::OperatorHandle& op) {
+  static const std::vector<UnderDeclaredWrites> table = {
+      {"aten::rrelu_with_noise", {1}, 4},      // noise: the slopes drawn in training
+      {"aten::rrelu_with_noise_", {1}, 4},     // (self is declared)
+      {"aten::native_batch_norm", {3, 4}, 5},  // running_mean, running_var
+  };
+  const std::string& name = op.schema().name();
+  for (const auto& e : table) {
+    if (name == e.op) return &e;
+  }
+  return nullptr;
+}
+
 // torch 1.13's cpu_fallback does not write mutated tensor lists back (the _foreach_* ops of
-// foreach optimizers), so those take this path: move every tensor and tensor list to CPU, run
-// the op there, copy mutated arguments back into the device tensors (keeping their identity) and
-// move returned tensors to the device.
-void tensor_list_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+// foreach optimizers), nor arguments the schema does not declare written, so those take this
+// path: move every tensor and tensor list to CPU, run the op there, copy written arguments back
+// into the device tensors (keeping their identity) and move returned tensors to the device.
+void tensor_list_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack,
+                          const UnderDeclaredWrites* extra = nullptr) {
   const auto& args = op.schema().arguments();
   const size_t n = args.size();
   auto first = stack->end() - static_cast<std::ptrdiff_t>(n);
   std::vector<c10::IValue> orig(first, stack->end());
+  std::vector<bool> written(n, false);
+  for (size_t i = 0; i < n; ++i) {
+    const c10::AliasInfo* ai = args[i].alias_info();
+    written[i] = ai != nullptr && ai->isWrite();
+  }
+  if (extra != nullptr && (extra->when < 0 || orig[extra->when].toBool())) {
+    for (size_t i : extra->written) written[i] = true;
+  }
   for (size_t i = 0; i < n; ++i) {
     c10::IValue& v = *(first + static_cast<std::ptrdiff_t>(i));
     if (v.isTensor() && is_lazyx(v.toTensor())) {
@@ -44,8 +75,7 @@ void tensor_list_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stac
   std::vector<c10::IValue> moved(first, stack->end());
   op.callBoxed(stack);
   for (size_t i = 0; i < n; ++i) {
-    const c10::AliasInfo* ai = args[i].alias_info();
-    if (ai == nullptr || !ai->isWrite()) continue;
+    if (!written[i]) continue;
     if (orig[i].isTensor() && is_lazyx(orig[i].toTensor())) {
       copy_impl(orig[i].toTensor(), moved[i].toTensor());
     } else if (orig[i].isTensorList()) {
@@ -56,9 +86,20 @@ void tensor_list_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stac
       }
     }
   }
-  const size_t nret = op.schema().returns().size();
-  for (auto it = stack->end() - static_cast<std::ptrdiff_t>(nret); it != stack->end(); ++it) {
-    if (it->isTensor() && it->toTensor().defined() && it->toTensor().device().is_cpu()) {
+  const auto& rets = op.schema().returns();
+  const size_t nret = rets.size();
+  const auto ret0 = stack->end() - static_cast<std::ptrdiff_t>(nret);
+  for (auto it = ret0; it != stack->end(); ++it) {
+    // A return that is a written argument (`Tensor(a!)`) is that device tensor itself.
+    const c10::AliasInfo* rai = rets[static_cast<size_t>(it - ret0)].alias_info();
+    size_t same = n;
+    for (size_t i = 0; rai != nullptr && rai->isWrite() && i < n && same == n; ++i) {
+      const c10::AliasInfo* ai = args[i].alias_info();
+      if (ai != nullptr && ai->beforeSets() == rai->beforeSets()) same = i;
+    }
+    if (same < n) {
+      *it = orig[same];
+    } else if (it->isTensor() && it->toTensor().defined() && it->toTensor().device().is_cpu()) {
       *it = it->toTensor().to(device());
     } else if (it->isTensorList()) {
       std::vector<Tensor> l;
@@ -201,6 +242,10 @@ void lazyx_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   lazyx::metrics::add_counter(schema.name());
   PyCause cause("CPU fallback " + schema.name() + " needed the value");
   lazyx::ProfileSpan span(schema.name().c_str(), "fallback");
+  if (const UnderDeclaredWrites* extra = under_declared_writes(op)) {
+    tensor_list_fallback(op, stack, extra);
+    return;
+  }
   for (const auto& a : schema.arguments()) {
     if (a.alias_info() != nullptr && a.alias_info()->isWrite() &&
         a.type()->kind() == c10::TypeKind::ListType) {
@@ -219,27 +264,6 @@ void guarded_boxed(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   } catch (const lazyx::Error& e) {
     rethrow_op_error(e);
   }
-}
-
-// native_batch_norm on CPU. Its schema does not mark running_mean/running_var as written (no
-// `(a!)`), so cpu_fallback would drop their update; this copies them back in place.
-std::tuple<Tensor, Tensor, Tensor> native_batch_norm(const Tensor& input,
-                                                     const c10::optional<Tensor>& weight,
-                                                     const c10::optional<Tensor>& bias,
-                                                     const c10::optional<Tensor>& running_mean,
-                                                     const c10::optional<Tensor>& running_var,
-                                                     bool training, double momentum, double eps) {
-  lazyx::metrics::add_counter("aten::native_batch_norm");
-  PyCause cause("CPU fallback aten::native_batch_norm needed the value");
-  lazyx::ProfileSpan span("aten::native_batch_norm", "fallback");
-  c10::optional<Tensor> mean_c = to_cpu(running_mean), var_c = to_cpu(running_var);
-  auto r = at::native_batch_norm(to_cpu(input), to_cpu(weight), to_cpu(bias), mean_c, var_c,
-                                 training, momentum, eps);
-  if (training) {
-    if (running_mean.has_value() && is_lazyx(*running_mean)) copy_impl(*running_mean, *mean_c);
-    if (running_var.has_value() && is_lazyx(*running_var)) copy_impl(*running_var, *var_c);
-  }
-  return {to_device(std::get<0>(r)), to_device(std::get<1>(r)), to_device(std::get<2>(r))};
 }
 
 // Convolutions run on CPU: torch sends every convolution on a PrivateUse1 device to these two
@@ -277,7 +301,6 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
 }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("native_batch_norm", LZ_FN(native_batch_norm));
   m.impl("convolution_overrideable", LZ_FN(convolution_overrideable));
   m.impl("convolution_backward_overrideable", LZ_FN(convolution_backward_overrideable));
 }

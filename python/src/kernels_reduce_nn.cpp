@@ -108,10 +108,13 @@ Tensor std_k(const Tensor& a, at::OptionalIntArrayRef dim, optional<int64_t> cor
              bool keepdim) {
   return wrap(var_impl(a, dim, correction, keepdim).sqrt());
 }
+// Over no elements, all is true and any is false (min and max have no value there).
 Tensor all_k(const Tensor& a) {
+  if (a.numel() == 0) return wrap(lazyx::full({}, 1, lazyx::kBool));
   return wrap(lz(a).ne(0).to(lazyx::kInt32).amin().to(lazyx::kBool));
 }
 Tensor any_k(const Tensor& a) {
+  if (a.numel() == 0) return wrap(lazyx::full({}, 0, lazyx::kBool));
   return wrap(lz(a).ne(0).to(lazyx::kInt32).amax().to(lazyx::kBool));
 }
 

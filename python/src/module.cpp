@@ -38,6 +38,7 @@ py::dict memory_stats_dict() {
   d["bytes_cached"] = s.bytes_cached;
   d["num_allocs"] = s.num_allocs;
   d["num_fresh_allocs"] = s.num_fresh_allocs;
+  d["num_trimmed_bytes"] = s.num_trimmed_bytes;
   return d;
 }
 
@@ -132,6 +133,8 @@ PYBIND11_MODULE(_C, m) {
       .def_readonly("num_donated", &lazyx::StepReport::num_donated)
       .def_readonly("donated_bytes", &lazyx::StepReport::donated_bytes)
       .def_readonly("params", &lazyx::StepReport::params)
+      .def_readonly("materialized", &lazyx::StepReport::materialized)
+      .def_readonly("kept_live", &lazyx::StepReport::kept_live)
       .def_readonly("compile_ms", &lazyx::StepReport::compile_ms)
       .def_readonly("execute_ms", &lazyx::StepReport::execute_ms)
       .def_readonly("bytes_allocated", &lazyx::StepReport::bytes_allocated)

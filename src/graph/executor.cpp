@@ -17,6 +17,7 @@
 #include "lazyx/debug.h"
 #include "lazyx/diagnostics.h"
 #include "lazyx/metrics.h"
+#include "runtime/allocator.h"
 #include "runtime/env.h"
 
 namespace lazyx::graph {
@@ -211,6 +212,7 @@ void sync_storages(SyncKind kind, std::vector<Storage*> targets, const char* wha
                                  [](Storage* s) { return !s->pending(); }),
                   targets.end());
   }
+  std::vector<int64_t> kept_live = add_kept_live(kind, targets);
   StepReport report;
   report.kind = op;
   report.step = ++sync_counter;
@@ -381,6 +383,8 @@ void sync_storages(SyncKind kind, std::vector<Storage*> targets, const char* wha
   }
   old.clear();
 
+  for (Storage* s : targets) report.materialized.push_back(s->id());
+  report.kept_live = std::move(kept_live);
   report.num_nodes = static_cast<int64_t>(w.order.size());
   report.num_parameters = static_cast<int64_t>(w.params.size());
   report.num_scalars = static_cast<int64_t>(w.scalars.size());
@@ -400,7 +404,11 @@ void sync_storages(SyncKind kind, std::vector<Storage*> targets, const char* wha
 
 namespace lazyx {
 
-void mark_step() { graph::sync_storages(graph::SyncKind::MarkStep, {}); }
+void mark_step() {
+  const int64_t cache_limit = runtime::cache_limit_percent();  // raises before the step runs
+  graph::sync_storages(graph::SyncKind::MarkStep, {});
+  runtime::trim_cache(cache_limit);
+}
 
 void sync(const std::vector<Tensor>& tensors) {
   EngineLock lock(engine_mutex());

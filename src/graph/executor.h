@@ -15,6 +15,11 @@ enum class SyncKind { MarkStep, Sync, Read };
 // names a value read's op (item, to_vector, copy_to_host) for the sync's cause.
 void sync_storages(SyncKind kind, std::vector<Storage*> targets, const char* what = nullptr);
 
+// A partial sync's extra targets (keep_live.cpp): every live pending storage whose value the
+// program computes anyway (never a bare parameter). Appends them to `targets` (re-sorted by id)
+// and returns their ids; a no-op for mark_step or with LAZYX_KEEP_LIVE=0.
+std::vector<int64_t> add_kept_live(SyncKind kind, std::vector<Storage*>& targets);
+
 // Donation decisions (donation.cpp).
 struct DonationInput {
   SyncKind kind;

@@ -2,6 +2,7 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "lazyx/error.h"
+#include "runtime/env.h"
 
 namespace lazyx::runtime {
 
@@ -18,10 +20,20 @@ constexpr size_t kSmall = 1 << 20;        // below: malloc'ed; above: mmap'ed wi
 constexpr size_t kPage = 4096;
 constexpr size_t kMinBlock = 64;
 
+struct Cached {
+  void* p;
+  int64_t freed_at;  // the step clock when the block entered the cache
+};
+
+constexpr size_t kPeakWindow = 4;  // steps whose peaks bound the cache
+
 struct State {
   std::mutex mu;
-  std::multimap<size_t, void*> free_blocks;  // block size -> block
+  std::multimap<size_t, Cached> free_blocks;  // block size -> block
   MemoryStats stats;
+  int64_t clock = 0;      // steps seen by trim_cache
+  int64_t step_peak = 0;  // bytes in use at most since the last trim
+  int64_t window[kPeakWindow] = {};
 };
 
 State& state() {
@@ -73,7 +85,7 @@ void* allocate(size_t bytes) {
   void* p = nullptr;
   auto it = s.free_blocks.find(size);
   if (it != s.free_blocks.end()) {
-    p = it->second;
+    p = it->second.p;
     s.free_blocks.erase(it);
     s.stats.bytes_cached -= static_cast<int64_t>(size);
   } else {
@@ -83,6 +95,7 @@ void* allocate(size_t bytes) {
   s.stats.num_allocs++;
   s.stats.bytes_in_use += static_cast<int64_t>(size);
   if (s.stats.bytes_in_use > s.stats.peak_bytes) s.stats.peak_bytes = s.stats.bytes_in_use;
+  if (s.stats.bytes_in_use > s.step_peak) s.step_peak = s.stats.bytes_in_use;
   return p;
 }
 
@@ -93,7 +106,7 @@ void deallocate(void* p, size_t bytes) {
   std::lock_guard<std::mutex> lock(s.mu);
   s.stats.bytes_in_use -= static_cast<int64_t>(size);
   s.stats.bytes_cached += static_cast<int64_t>(size);
-  s.free_blocks.emplace(size, p);
+  s.free_blocks.emplace(size, Cached{p, s.clock});
 }
 
 MemoryStats allocator_stats() {
@@ -111,9 +124,40 @@ void allocator_reset_peak() {
 void allocator_empty_cache() {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
-  for (auto& [size, p] : s.free_blocks) release_block(p, size);
+  for (auto& [size, c] : s.free_blocks) release_block(c.p, size);
   s.free_blocks.clear();
   s.stats.bytes_cached = 0;
+}
+
+int64_t cache_limit_percent() { return env::integer("LAZYX_CACHE_LIMIT", 100, 0, 1000000); }
+
+void trim_cache(int64_t limit_percent) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.window[s.clock % kPeakWindow] = s.step_peak;
+  s.clock++;
+  s.step_peak = s.stats.bytes_in_use;
+  int64_t recent = 0;
+  for (int64_t p : s.window) recent = std::max(recent, p);
+  const int64_t bound = static_cast<int64_t>(static_cast<double>(recent) * limit_percent / 100.0);
+  int64_t excess = s.stats.bytes_in_use + s.stats.bytes_cached - bound;
+  if (excess <= 0 || s.free_blocks.empty()) return;
+  // Least recently freed first: blocks the steps keep reusing were freed last.
+  std::vector<std::multimap<size_t, Cached>::iterator> order;
+  order.reserve(s.free_blocks.size());
+  for (auto it = s.free_blocks.begin(); it != s.free_blocks.end(); ++it) order.push_back(it);
+  std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
+    return a->second.freed_at < b->second.freed_at;
+  });
+  for (auto it : order) {
+    if (excess <= 0) break;
+    const int64_t size = static_cast<int64_t>(it->first);
+    release_block(it->second.p, it->first);
+    s.free_blocks.erase(it);
+    s.stats.bytes_cached -= size;
+    s.stats.num_trimmed_bytes += size;
+    excess -= size;
+  }
 }
 
 }  // namespace lazyx::runtime
@@ -128,7 +172,7 @@ std::string MemoryStats::to_string() const {
   auto mib = [](int64_t b) { return std::to_string(static_cast<double>(b) / (1 << 20)) + " MiB"; };
   return "bytes_in_use: " + mib(bytes_in_use) + ", peak_bytes: " + mib(peak_bytes) +
          ", bytes_cached: " + mib(bytes_cached) + ", allocs: " + std::to_string(num_allocs) +
-         " (fresh: " + std::to_string(num_fresh_allocs) + ")";
+         " (fresh: " + std::to_string(num_fresh_allocs) + "), trimmed: " + mib(num_trimmed_bytes);
 }
 
 }  // namespace lazyx

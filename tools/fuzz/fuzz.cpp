@@ -652,7 +652,8 @@ void Runner::model_checks(bool after_sync) {
 
 // After lazyx ran a sync (mark_step, sync or read) of `targets`: update the oracle's model,
 // adopt user-requested donations after checking they were legal, and check the report.
-void Runner::sync_common(const std::vector<OStorage*>& targets, const std::string& kind, bool engine_synced) {
+void Runner::sync_common(const std::vector<OStorage*>& asked, const std::string& kind, bool engine_synced) {
+  const std::vector<OStorage*> targets = kind == "mark_step" ? asked : oracle.with_kept_live(asked);
   std::set<int64_t> read_bufs;
   for (OStorage* t : targets) {
     if (t->pending) read_bufs.insert(t->expr.deps.begin(), t->expr.deps.end());

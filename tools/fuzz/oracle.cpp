@@ -196,8 +196,10 @@ Dense Oracle::read(const OTensor& t) const {
 Expr Oracle::value_expr(const OTensor& t) {
   const OStorage& s = *t.st;
   if (s.pending) {
-    if (t.identity()) return s.expr;
-    return fresh_expr(s.expr.deps);
+    Expr e = s.expr;
+    if (e.node) e.deps.insert(-e.node);  // whatever reads it contains its node
+    if (t.identity()) return e;
+    return fresh_expr(e.deps);
   }
   if (t.identity()) return Expr{0, s.buf, {s.buf}};
   return fresh_expr({s.buf});
@@ -223,6 +225,7 @@ void Oracle::assign(const OTensor& t, const Dense& d, const Expr& v) {
     }
   }
   Expr base = s.pending ? s.expr : Expr{0, s.buf, {s.buf}};
+  if (base.node) base.deps.insert(-base.node);
   if (t.identity()) {
     s.expr = v;
   } else {
@@ -266,6 +269,24 @@ void Oracle::sync(const std::vector<OStorage*>& targets) {
     s->expr = Expr{};
     s->flagged = false;
   }
+}
+
+std::vector<OStorage*> Oracle::with_kept_live(const std::vector<OStorage*>& targets) const {
+  std::set<int64_t> nodes;
+  for (OStorage* t : targets) {
+    if (!t->pending) continue;
+    if (t->expr.node) nodes.insert(t->expr.node);
+    for (int64_t d : t->expr.deps) {
+      if (d < 0) nodes.insert(-d);
+    }
+  }
+  std::vector<OStorage*> r = targets;
+  for (const auto& w : registry_) {
+    auto s = w.lock();
+    if (!s || !s->pending || !s->expr.node || !nodes.count(s->expr.node)) continue;
+    if (std::find(r.begin(), r.end(), s.get()) == r.end()) r.push_back(s.get());
+  }
+  return r;
 }
 
 void Oracle::mark_donated(OStorage* s) {

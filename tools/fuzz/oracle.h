@@ -43,7 +43,7 @@ struct Dense {
 struct Expr {
   int64_t node = 0;      // identity of the pending node (0: a bare parameter)
   int64_t pass_buf = 0;  // the node is a bare parameter of this buffer (a pass-through)
-  std::set<int64_t> deps;  // buffers the node reads
+  std::set<int64_t> deps;  // buffers the node reads, and (negated) the pending nodes it contains
 };
 
 struct OStorage {
@@ -96,6 +96,9 @@ class Oracle {
 
   // Syncs: the targets' values are materialized (model only).
   void sync(const std::vector<OStorage*>& targets);
+  // A partial sync's targets plus every live pending storage whose node their graphs contain
+  // (not a bare parameter): the engine keeps what it computes (ALIASING.md, live values).
+  std::vector<OStorage*> with_kept_live(const std::vector<OStorage*>& targets) const;
   void mark_donated(OStorage* s);
 
   // Live storages, in creation order.
