@@ -412,8 +412,7 @@ std::vector<KernelFn> compile_fused(const LoweredGraph& g, const std::vector<Fus
     if (!cache_dir.empty()) {
       ProfileSpan span("persistent cache lookup", "compile", op_of(k));
       units[k].pkey =
-          build_context(jit) + "math " + math_mode_name(math_mode()) + "
-" + units[k].key;
+          build_context(jit) + "math " + math_mode_name(math_mode()) + "\n" + units[k].key;
       if (auto obj = persistent_cache_load(cache_dir, units[k].pkey)) {
         units[k].obj = llvm::MemoryBuffer::getMemBufferCopy(*obj, "lazyx_kernel");
         units[k].loaded = true;
