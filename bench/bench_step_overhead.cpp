@@ -86,10 +86,11 @@ int main(int argc, char** argv) {
   std::vector<int64_t> sizes;
   int reps = 5;
   bool busy = false;
+  std::string backend;
   for (int a = 1; a < argc; ++a) {
     std::string s = argv[a];
     if (s == "--backend" && a + 1 < argc) {
-      set_backend(argv[++a]);
+      backend = argv[++a];
     } else if (s == "--threads" && a + 1 < argc) {
       setenv("LAZYX_NUM_THREADS", argv[++a], 1);
     } else if (s == "--busy") {
@@ -104,6 +105,7 @@ int main(int argc, char** argv) {
     }
   }
   if (sizes.empty()) sizes = {100, 300, 1000, 3000, 10000};
+  if (!backend.empty()) set_backend(backend);  // after --threads: the pool starts here
   pid_t child = -1;
   if (busy) {
     child = fork();
