@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "lazyx/memory.h"
 
@@ -15,5 +16,8 @@ void allocator_reset_peak();
 void allocator_empty_cache();
 // The block size a request is rounded to (what bytes_in_use counts).
 size_t allocation_size(size_t bytes);
+// Test hook: the next `n` allocations succeed, then every one raises as if memory ran out;
+// a negative n (the default) turns the failures off.
+void fail_allocation_after(int64_t n);
 
 }  // namespace lazyx::runtime

@@ -2,6 +2,7 @@
 // for every other backend, and it honours donation physically (rules 5 and 6).
 #include <algorithm>
 #include <cstring>
+#include <map>
 
 #include "backends/backend.h"
 #include "backends/reference/kernels.h"
@@ -17,15 +18,79 @@ using ir::Op;
 
 namespace {
 
+// Where each scheduled instruction writes. Decided at compile time: the decisions depend only
+// on the program, so execute replays them.
+enum class Dst : uint8_t { Skip, Donated, Temp, Fresh };
+
 class RefProgram : public backend::Program {
  public:
   LoweredGraph g;
   std::vector<int32_t> schedule;
+  std::vector<Dst> dst;                 // per schedule position
   std::vector<int32_t> uses;            // operand reads of each instruction
   std::vector<int32_t> output_of;       // instruction -> output index, or -1
   std::vector<int32_t> donor_of_output; // output -> donated parameter slot, or -1
-  int32_t num_failing = 0;
+  // A failed allocation must not leave a donated buffer half written, so every allocation
+  // after the first direct write into a donated buffer comes from buffers allocated just
+  // before it: `reserve` (byte size, count) at schedule position `reserve_at` (-1: none).
+  int64_t reserve_at = -1;
+  std::vector<std::pair<size_t, int32_t>> reserve;
 };
+
+size_t instr_bytes(const Instr& in) {
+  return static_cast<size_t>(ir::shape_numel(in.shape)) * dtype_size(in.dtype);
+}
+
+// Decides every instruction's destination (see Dst) and plans the reserve.
+void plan_destinations(RefProgram& p) {
+  const LoweredGraph& g = p.g;
+  std::vector<int32_t> remaining = p.uses;
+  int32_t failing_left = 0;
+  for (int32_t i : p.schedule) failing_left += ir::op_info(g.instrs[i].op).can_fail ? 1 : 0;
+  std::map<size_t, int32_t> free_n, need;  // after reserve_at: free reserve buffers, and peak
+  std::vector<char> owned(g.instrs.size(), 0);
+  p.dst.clear();
+  for (size_t k = 0; k < p.schedule.size(); ++k) {
+    const int32_t i = p.schedule[k];
+    const Instr& in = g.instrs[i];
+    const int32_t out = p.output_of[i];
+    const bool leaf = in.op == Op::Parameter || in.op == Op::Scalar;
+    Dst d = Dst::Fresh;
+    if (leaf && out < 0) {
+      d = Dst::Skip;
+    } else if (out >= 0 && p.donor_of_output[out] >= 0) {
+      int32_t pi = g.param_instr[p.donor_of_output[out]];
+      int32_t self_reads = static_cast<int32_t>(std::count(in.inputs.begin(), in.inputs.end(), pi));
+      const ir::OpInfo& info = ir::op_info(in.op);
+      bool self_ok = self_reads == 0 ||
+                     (info.elementwise_inplace_ok && g.instrs[pi].shape == in.shape &&
+                      g.instrs[pi].dtype == in.dtype) ||
+                     (info.updates_operand0 && self_reads == 1 && in.inputs[0] == pi);
+      bool others_pending = remaining[pi] - self_reads > 0;
+      bool checks_done = failing_left - (info.can_fail ? 1 : 0) == 0;
+      // Rule 6: when the old value is still needed, write a temporary and copy at the end.
+      d = self_ok && !others_pending && checks_done && !leaf ? Dst::Donated : Dst::Temp;
+    }
+    p.dst.push_back(d);
+    if (d == Dst::Donated && p.reserve_at < 0) p.reserve_at = static_cast<int64_t>(k);
+    if (d == Dst::Temp || d == Dst::Fresh) {
+      owned[i] = out < 0;  // only non-outputs are released early
+      if (p.reserve_at >= 0) {
+        size_t bytes = instr_bytes(in);
+        if (free_n[bytes] > 0) free_n[bytes]--; else need[bytes]++;
+      }
+    }
+    if (ir::op_info(in.op).can_fail) failing_left--;
+    if (d == Dst::Skip) continue;
+    for (int32_t c : in.inputs) {
+      if (--remaining[c] == 0 && owned[c]) {
+        owned[c] = 0;
+        if (p.reserve_at >= 0) free_n[instr_bytes(g.instrs[c])]++;
+      }
+    }
+  }
+  for (const auto& [bytes, n] : need) p.reserve.emplace_back(bytes, n);
+}
 
 // Post-order from the outputs, non-donated outputs first, so that the other readers of a donated
 // buffer tend to run before the instruction that overwrites it.
@@ -77,8 +142,8 @@ class ReferenceBackend : public backend::Backend {
     p->uses.assign(g.instrs.size(), 0);
     for (int32_t i : p->schedule) {
       for (int32_t c : g.instrs[i].inputs) p->uses[c]++;
-      if (ir::op_info(g.instrs[i].op).can_fail) p->num_failing++;
     }
+    plan_destinations(*p);
     return p;
   }
 
@@ -90,10 +155,21 @@ class ReferenceBackend : public backend::Backend {
     std::vector<int32_t> remaining = p.uses;
     std::vector<int64_t> scalar_store(g.instrs.size() * 1, 0);
     std::vector<std::pair<int32_t, runtime::BufferPtr>> deferred;  // output, temp
-    int32_t failing_left = p.num_failing;
+    std::multimap<size_t, runtime::BufferPtr> reserve;
+    bool reserved = false;
     auto& outputs = *args.outputs;
+    auto take = [&](size_t bytes) {
+      if (!reserved) return allocate(bytes);
+      auto it = reserve.find(bytes);
+      if (it == reserve.end()) ir::fail("execute", "internal: reference backend reserve exhausted.");
+      runtime::BufferPtr b = std::move(it->second);
+      reserve.erase(it);
+      return b;
+    };
+    std::vector<const Val*> ops;
 
-    for (int32_t i : p.schedule) {
+    for (size_t k = 0; k < p.schedule.size(); ++k) {
+      const int32_t i = p.schedule[k];
       const Instr& in = g.instrs[i];
       Val& v = vals[i];
       v.dtype = in.dtype;
@@ -105,50 +181,49 @@ class ReferenceBackend : public backend::Backend {
         const auto& s = args.scalars[in.slot];
         if (is_floating(in.dtype)) set_f(v, 0, s.f); else set_i(v, 0, s.i);
       }
-      int32_t out = p.output_of[i];
-      bool leaf = in.op == Op::Parameter || in.op == Op::Scalar;
-      if (leaf && out < 0) continue;
+      const Dst d = p.dst[k];
+      if (d == Dst::Skip) continue;
+      if (static_cast<int64_t>(k) == p.reserve_at) {  // before the first donated write
+        for (const auto& [bytes, n] : p.reserve) {
+          for (int32_t c = 0; c < n; ++c) reserve.emplace(bytes, allocate(bytes));
+        }
+        reserved = true;
+      }
 
       // Where this instruction writes.
-      size_t bytes = static_cast<size_t>(ir::shape_numel(in.shape)) * dtype_size(in.dtype);
+      const int32_t out = p.output_of[i];
+      size_t bytes = instr_bytes(in);
       Val dst{nullptr, in.dtype, in.shape};
-      if (out >= 0 && p.donor_of_output[out] >= 0) {
-        int32_t pi = g.param_instr[p.donor_of_output[out]];
-        int32_t self_reads = static_cast<int32_t>(std::count(in.inputs.begin(), in.inputs.end(), pi));
-        const ir::OpInfo& info = ir::op_info(in.op);
-        bool self_ok = self_reads == 0 ||
-                       (info.elementwise_inplace_ok && g.instrs[pi].shape == in.shape &&
-                        g.instrs[pi].dtype == in.dtype) ||
-                       (info.updates_operand0 && self_reads == 1 && in.inputs[0] == pi);
-        bool others_pending = remaining[pi] - self_reads > 0;
-        bool checks_done = failing_left - (info.can_fail ? 1 : 0) == 0;
-        if (self_ok && !others_pending && checks_done && !leaf) {
-          dst.data = static_cast<char*>(outputs[out]->data());
-        } else {
-          // Rule 6: the old value is still needed, so write a temporary and copy at the end.
-          runtime::BufferPtr t = allocate(bytes);
-          deferred.emplace_back(out, t);
-          owner[i] = t;
-          dst.data = static_cast<char*>(t->data());
-        }
+      if (d == Dst::Donated) {
+        dst.data = static_cast<char*>(outputs[out]->data());
+      } else if (d == Dst::Temp) {
+        runtime::BufferPtr t = take(bytes);
+        deferred.emplace_back(out, t);
+        owner[i] = t;
+        dst.data = static_cast<char*>(t->data());
       } else {
-        runtime::BufferPtr b = allocate(bytes);
+        runtime::BufferPtr b = take(bytes);
         if (out >= 0) outputs[out] = b;
         owner[i] = b;
         dst.data = static_cast<char*>(b->data());
       }
 
-      if (leaf) {
+      if (in.op == Op::Parameter || in.op == Op::Scalar) {
         std::memcpy(dst.data, v.data, bytes);
       } else {
-        std::vector<const Val*> ops;
+        ops.clear();
         for (int32_t c : in.inputs) ops.push_back(&vals[c]);
         run(in, ops, dst);
       }
       v.data = dst.data;
-      if (ir::op_info(in.op).can_fail) failing_left--;
       for (int32_t c : in.inputs) {
-        if (--remaining[c] == 0 && p.output_of[c] < 0) owner[c].reset();
+        if (--remaining[c] == 0 && p.output_of[c] < 0 && owner[c]) {
+          if (reserved) {
+            size_t cb = owner[c]->bytes();
+            reserve.emplace(cb, std::move(owner[c]));
+          }
+          owner[c].reset();
+        }
       }
     }
     for (auto& [out, tmp] : deferred) {
