@@ -188,6 +188,7 @@ std::unique_ptr<CpuProgram> plan(const LoweredGraph& g) {
     for (int32_t c : in.inputs) {
       int32_t G2 = unit_of[c];
       if (G2 == C || !plain(G2) || units[G2].shape != units[C].shape) continue;
+      if (units[C].members.size() + units[G2].members.size() > kMaxFusedOps) continue;
       std::set<int32_t> rest;
       for (int32_t c2 : in.inputs) {
         int32_t u = unit_of[c2];
@@ -232,7 +233,8 @@ std::unique_ptr<CpuProgram> plan(const LoweredGraph& g) {
       std::set<int32_t> others;
       if (unit_of[base] >= 0 && unit_of[base] != G) others.insert(unit_of[base]);
       if (G >= 0 && units[G].fused && units[G].reduce < 0 && unit_of[base] != G &&
-          units[G].shape == g.instrs[src].shape && !reaches(G, others)) {
+          units[G].shape == g.instrs[src].shape && units[G].members.size() < kMaxFusedOps &&
+          !reaches(G, others)) {
         chosen = G;
       } else {
         chosen = static_cast<int32_t>(units.size());
@@ -247,7 +249,8 @@ std::unique_ptr<CpuProgram> plan(const LoweredGraph& g) {
     if (chosen < 0 && fusable(g, i) && in.op != Op::AsStrided) {
       for (int32_t c : in.inputs) {
         int32_t G = unit_of[c];
-        if (G < 0 || !units[G].fused || units[G].shape != in.shape || units[G].reduce >= 0)
+        if (G < 0 || !units[G].fused || units[G].shape != in.shape || units[G].reduce >= 0 ||
+            units[G].members.size() >= kMaxFusedOps)
           continue;
         if (reads_scatter_of(in, G)) continue;
         std::set<int32_t> others;
@@ -269,7 +272,8 @@ std::unique_ptr<CpuProgram> plan(const LoweredGraph& g) {
       reduce = true;
       bool mergeable = false;
       if (G >= 0 && units[G].fused && units[G].shape == g.instrs[x].shape && units[G].reduce < 0 &&
-          !units[G].has_arange && !units[G].has_scatter && !is_scatter[x]) {
+          !units[G].has_arange && !units[G].has_scatter && !is_scatter[x] &&
+          units[G].members.size() < kMaxFusedOps) {
         std::vector<Shape> strides{ir::contiguous_strides(units[G].shape)};
         for (int32_t m : units[G].members) {
           if (g.instrs[m].op == Op::AsStrided) {

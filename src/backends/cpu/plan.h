@@ -13,6 +13,10 @@
 namespace lazyx::cpu {
 
 constexpr int64_t kAlign = 64;
+// Instructions per fused loop at most: beyond a few hundred, LLVM's register allocation and
+// scheduling grow faster than linearly. Longer chains split into loops of this size, and the
+// identical ones among them compile once (kernels are shared by their IR).
+constexpr size_t kMaxFusedOps = 256;
 
 enum class StepKind : uint8_t { Fused, Ref, Matmul };
 
