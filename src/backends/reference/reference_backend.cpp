@@ -20,13 +20,16 @@ namespace {
 
 // Where each scheduled instruction writes. Decided at compile time: the decisions depend only
 // on the program, so execute replays them.
-enum class Dst : uint8_t { Skip, Donated, Temp, Fresh };
+// Chain: an intermediate update (through a view, an index op or elementwise) of a donated
+// tensor, written into the donated buffer because nothing reads its input afterwards.
+enum class Dst : uint8_t { Skip, Donated, Temp, Fresh, Chain };
 
 class RefProgram : public backend::Program {
  public:
   LoweredGraph g;
   std::vector<int32_t> schedule;
   std::vector<Dst> dst;                 // per schedule position
+  std::vector<int32_t> chain_out;       // per instruction: the donated output a Chain writes
   std::vector<int32_t> uses;            // operand reads of each instruction
   std::vector<int32_t> output_of;       // instruction -> output index, or -1
   std::vector<int32_t> donor_of_output; // output -> donated parameter slot, or -1
@@ -41,10 +44,61 @@ size_t instr_bytes(const Instr& in) {
   return static_cast<size_t>(ir::shape_numel(in.shape)) * dtype_size(in.dtype);
 }
 
+// Whether `x` may write into the memory of operand 0, `y`.
+bool writes_over_operand0(const LoweredGraph& g, int32_t x) {
+  const Instr& in = g.instrs[x];
+  if (in.inputs.empty()) return false;
+  const int32_t y = in.inputs[0];
+  if (std::count(in.inputs.begin(), in.inputs.end(), y) != 1) return false;
+  const ir::OpInfo& info = ir::op_info(in.op);
+  return info.updates_operand0 || (info.elementwise_inplace_ok && g.instrs[y].shape == in.shape &&
+                                   g.instrs[y].dtype == in.dtype);
+}
+
+// Candidate chains: the intermediates between a donated output and its parameter along
+// operand 0, each of which may write over its operand 0 (x.slice(..).add_ twice, mul_ then
+// index_copy_). Returns, per instruction, the donated output it may be written into, or -1.
+std::vector<int32_t> chain_candidates(const RefProgram& p) {
+  const LoweredGraph& g = p.g;
+  std::vector<int32_t> chain_out(g.instrs.size(), -1);
+  for (size_t o = 0; o < g.outputs.size(); ++o) {
+    if (p.donor_of_output[o] < 0) continue;
+    const int32_t pi = g.param_instr[p.donor_of_output[o]];
+    std::vector<int32_t> links;
+    int32_t x = g.outputs[o];
+    bool valid = false;
+    while (writes_over_operand0(g, x)) {
+      const int32_t y = g.instrs[x].inputs[0];
+      if (y == pi) {
+        valid = true;
+        break;
+      }
+      const Op yop = g.instrs[y].op;
+      if (yop == Op::Parameter || yop == Op::Scalar || p.output_of[y] >= 0 ||
+          chain_out[y] >= 0) {
+        break;
+      }
+      links.push_back(y);
+      x = y;
+    }
+    if (!valid) continue;
+    for (int32_t y : links) chain_out[y] = static_cast<int32_t>(o);
+  }
+  return chain_out;
+}
+
 // Decides every instruction's destination (see Dst) and plans the reserve.
 void plan_destinations(RefProgram& p) {
   const LoweredGraph& g = p.g;
+  p.chain_out = chain_candidates(p);
   std::vector<int32_t> remaining = p.uses;
+  // Per donated output: the chain link whose value its buffer holds now, or -1.
+  std::vector<int32_t> occupant(g.outputs.size(), -1);
+  // Whether the value in output o's buffer has no readers left but instruction `in`.
+  auto occupant_done = [&](size_t o, const Instr& in) {
+    const int32_t occ = occupant[o];
+    return occ < 0 || remaining[occ] - std::count(in.inputs.begin(), in.inputs.end(), occ) == 0;
+  };
   int32_t failing_left = 0;
   for (int32_t i : p.schedule) failing_left += ir::op_info(g.instrs[i].op).can_fail ? 1 : 0;
   std::map<size_t, int32_t> free_n, need;  // after reserve_at: free reserve buffers, and peak
@@ -58,6 +112,14 @@ void plan_destinations(RefProgram& p) {
     Dst d = Dst::Fresh;
     if (leaf && out < 0) {
       d = Dst::Skip;
+    } else if (out < 0 && p.chain_out[i] >= 0) {
+      const int32_t c = in.inputs[0], o = p.chain_out[i];
+      const bool start = c == g.param_instr[p.donor_of_output[o]] && occupant[o] < 0;
+      bool checks_done = failing_left - (ir::op_info(in.op).can_fail ? 1 : 0) == 0;
+      if (checks_done && (start ? remaining[c] == 1 : c == occupant[o] && occupant_done(o, in))) {
+        d = Dst::Chain;
+        occupant[o] = i;
+      }
     } else if (out >= 0 && p.donor_of_output[out] >= 0) {
       int32_t pi = g.param_instr[p.donor_of_output[out]];
       int32_t self_reads = static_cast<int32_t>(std::count(in.inputs.begin(), in.inputs.end(), pi));
@@ -69,10 +131,14 @@ void plan_destinations(RefProgram& p) {
       bool others_pending = remaining[pi] - self_reads > 0;
       bool checks_done = failing_left - (info.can_fail ? 1 : 0) == 0;
       // Rule 6: when the old value is still needed, write a temporary and copy at the end.
-      d = self_ok && !others_pending && checks_done && !leaf ? Dst::Donated : Dst::Temp;
+      d = self_ok && !others_pending && checks_done && !leaf && occupant_done(out, in)
+              ? Dst::Donated
+              : Dst::Temp;
     }
     p.dst.push_back(d);
-    if (d == Dst::Donated && p.reserve_at < 0) p.reserve_at = static_cast<int64_t>(k);
+    if ((d == Dst::Donated || d == Dst::Chain) && p.reserve_at < 0) {
+      p.reserve_at = static_cast<int64_t>(k);
+    }
     if (d == Dst::Temp || d == Dst::Fresh) {
       owned[i] = out < 0;  // only non-outputs are released early
       if (p.reserve_at >= 0) {
@@ -196,6 +262,8 @@ class ReferenceBackend : public backend::Backend {
       Val dst{nullptr, in.dtype, in.shape};
       if (d == Dst::Donated) {
         dst.data = static_cast<char*>(outputs[out]->data());
+      } else if (d == Dst::Chain) {
+        dst.data = static_cast<char*>(outputs[p.chain_out[i]]->data());
       } else if (d == Dst::Temp) {
         runtime::BufferPtr t = take(bytes);
         deferred.emplace_back(out, t);
