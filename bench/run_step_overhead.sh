@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Step overhead vs number of in-place-updated tensors, on both backends, at 1 and 2 threads,
-# quiet and next to a busy process the benchmark starts. Usage: bench/run_step_overhead.sh [build-dir]
+# quiet and next to a busy process the benchmark starts; then compile time vs graph size.
+# Usage: bench/run_step_overhead.sh [dir holding the bench binaries, default build/bench]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B=${1:-build/bench}

@@ -530,6 +530,20 @@ std::unique_ptr<CpuProgram> plan(const LoweredGraph& g) {
     if (in.op == Op::Scalar) p->loc[i] = {LocKind::Scalar, i};
   }
   std::vector<char> temp_needed(nout, 0);
+  // The instructions reading each parameter (GEMMs: through their operands), so the in-place
+  // checks below cost the reads of the donor, not the whole program per donated output.
+  std::vector<std::vector<int32_t>> param_readers(n);
+  for (int32_t r = 0; r < n; ++r) {
+    auto note = [&](int32_t c) {
+      if (g.instrs[c].op != Op::Parameter) return;
+      if (param_readers[c].empty() || param_readers[c].back() != r) param_readers[c].push_back(r);
+    };
+    if (!gemm_ops[r].empty()) {
+      for (const GemmOperand& op : gemm_ops[r]) note(op.instr);
+    } else {
+      for (int32_t c : g.instrs[r].inputs) note(c);
+    }
+  }
   for (int32_t x = 0; x < n; ++x) {
     const auto& outs = output_indices[x];
     if (outs.empty()) continue;
@@ -552,7 +566,8 @@ std::unique_ptr<CpuProgram> plan(const LoweredGraph& g) {
     int32_t pi = g.param_instr[donor];
     int32_t u = unit_of[x];
     bool ok = last_failing <= pos[u];
-    for (int32_t r = 0; r < n && ok; ++r) {
+    for (int32_t r : param_readers[pi]) {
+      if (!ok) break;
       const Instr& ri = g.instrs[r];
       int32_t ru = unit_of[r];
       int32_t reads = 0;
