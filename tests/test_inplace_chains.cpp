@@ -65,5 +65,31 @@ TEST(InPlaceChains, FullUpdateThenViewsThenFill) {
       });
 }
 
+// An update that can fail on a bad index after a full update: the full update cannot run in the
+// donated buffer (a failed step must change nothing), so the step reports the copy and its size.
+TEST(InPlaceChains, ForcedCopyIsReportedAndCounted) {
+  set_backend("reference");
+  Tensor table = full({kR, kC}, 1.0f);
+  Tensor idx = tensor<int64_t>({3, 7}, {2});
+  Tensor src = full({2, kC}, 5.0f);
+  mark_step();
+  table.mul_(0.5);
+  table.index_copy_(0, idx, src);
+  mark_step();
+  const StepReport r = last_step();
+  EXPECT_EQ(r.num_donated, 1);
+  EXPECT_NE(r.scratch_reason.find("can fail"), std::string::npos) << r.scratch_reason;
+  EXPECT_GE(r.scratch_bytes, kR * kC * 4) << r.to_string();
+  EXPECT_NE(r.to_string().find("scratch copy:"), std::string::npos);
+  EXPECT_EQ(table.select(0, 3).to_vector<float>()[0], 5.0f);
+  EXPECT_EQ(table.select(0, 4).to_vector<float>()[0], 0.5f);
+  // A chain that runs in place reports no copy.
+  table.narrow(0, 0, 10).add_(1);
+  table.narrow(0, 5, 10).add_(1);
+  mark_step();
+  EXPECT_EQ(last_step().scratch_reason, "");
+  EXPECT_LT(last_step().scratch_bytes, kR * kC * 4 / 10) << last_step().to_string();
+}
+
 }  // namespace
 }  // namespace lazyx

@@ -289,6 +289,7 @@ void sync_storages(SyncKind kind, std::vector<Storage*> targets, const char* wha
     report.execute_ms = ms_since(t0);
     report.ran_program = true;
     report.scratch_bytes = prog->program->scratch_bytes();
+    report.scratch_reason = prog->program->scratch_reason();
     metrics::add_counter("ExecuteComputation");
     metrics::add_sample("ExecuteTime", report.execute_ms * 1e6);
     metrics::add_sample("TensorsGraphSize", static_cast<double>(w.order.size()));

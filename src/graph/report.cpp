@@ -38,6 +38,7 @@ std::string StepReport::to_string() const {
      << donated_bytes << " bytes); allocated " << bytes_allocated << " bytes; "
      << (scratch_bytes >= 0 ? "scratch " + std::to_string(scratch_bytes) + " bytes; " : "")
      << "compile " << compile_ms << " ms, execute " << execute_ms << " ms\n";
+  if (!scratch_reason.empty()) os << "  scratch copy: " << scratch_reason << "\n";
   for (size_t i = 0; i < params.size(); ++i) {
     const ParamReport& p = params[i];
     os << "  param " << i << ": buffer " << p.buffer_id << " " << dtype_name(p.dtype)

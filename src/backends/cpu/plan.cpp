@@ -624,6 +624,11 @@ std::unique_ptr<CpuProgram> plan(const LoweredGraph& g) {
     } else {
       temp_needed[o] = 1;
       p->deferred.push_back(o);
+      if (p->why_scratch.empty()) {
+        p->why_scratch = std::string(ir::op_name(in.op)) + " (output " + std::to_string(o) +
+                         ") computed into a temporary: the old value is read after or around "
+                         "it, or an op that can fail runs after it";
+      }
     }
   }
 

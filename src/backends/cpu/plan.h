@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -63,7 +64,9 @@ class CpuProgram : public backend::Program {
   std::vector<Copy> dup_copies;    // repeated outputs
   std::vector<char> fresh_output;  // outputs the backend allocates
   int64_t arena_bytes = 0;
+  std::string why_scratch;  // the first donated output computed into a temporary, and why
   int64_t scratch_bytes() const override { return arena_bytes; }
+  std::string scratch_reason() const override { return why_scratch; }
 };
 
 // First-fit offsets in one arena for values with known lifetimes.

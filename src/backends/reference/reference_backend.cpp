@@ -38,6 +38,10 @@ class RefProgram : public backend::Program {
   // before it: `reserve` (byte size, count) at schedule position `reserve_at` (-1: none).
   int64_t reserve_at = -1;
   std::vector<std::pair<size_t, int32_t>> reserve;
+  int64_t peak_scratch = 0;  // bytes of intermediates and temporaries alive at once, at most
+  std::string why_scratch;
+  int64_t scratch_bytes() const override { return peak_scratch; }
+  std::string scratch_reason() const override { return why_scratch; }
 };
 
 size_t instr_bytes(const Instr& in) {
@@ -103,6 +107,7 @@ void plan_destinations(RefProgram& p) {
   for (int32_t i : p.schedule) failing_left += ir::op_info(g.instrs[i].op).can_fail ? 1 : 0;
   std::map<size_t, int32_t> free_n, need;  // after reserve_at: free reserve buffers, and peak
   std::vector<char> owned(g.instrs.size(), 0);
+  int64_t live_scratch = 0;
   p.dst.clear();
   for (size_t k = 0; k < p.schedule.size(); ++k) {
     const int32_t i = p.schedule[k];
@@ -119,6 +124,11 @@ void plan_destinations(RefProgram& p) {
       if (checks_done && (start ? remaining[c] == 1 : c == occupant[o] && occupant_done(o, in))) {
         d = Dst::Chain;
         occupant[o] = i;
+      } else if (p.why_scratch.empty()) {
+        p.why_scratch = std::string(ir::op_name(in.op)) + " (updating output " +
+                        std::to_string(o) + ") written to a copy: " +
+                        (!checks_done ? "an op that can fail on a bad index runs after it"
+                                      : "the value it updates is still read after it");
       }
     } else if (out >= 0 && p.donor_of_output[out] >= 0) {
       int32_t pi = g.param_instr[p.donor_of_output[out]];
@@ -134,10 +144,22 @@ void plan_destinations(RefProgram& p) {
       d = self_ok && !others_pending && checks_done && !leaf && occupant_done(out, in)
               ? Dst::Donated
               : Dst::Temp;
+      if (d == Dst::Temp && p.why_scratch.empty()) {
+        p.why_scratch = std::string(ir::op_name(in.op)) + " (output " + std::to_string(out) +
+                        ") computed into a temporary: " +
+                        (leaf ? "its value is a parameter"
+                         : !checks_done ? "an op that can fail on a bad index runs after it"
+                         : !self_ok     ? "it reads the old value at other positions"
+                                        : "the old value is still read after it");
+      }
     }
     p.dst.push_back(d);
     if ((d == Dst::Donated || d == Dst::Chain) && p.reserve_at < 0) {
       p.reserve_at = static_cast<int64_t>(k);
+    }
+    if (d == Dst::Temp || (d == Dst::Fresh && out < 0)) {
+      live_scratch += static_cast<int64_t>(instr_bytes(in));
+      p.peak_scratch = std::max(p.peak_scratch, live_scratch);
     }
     if (d == Dst::Temp || d == Dst::Fresh) {
       owned[i] = out < 0;  // only non-outputs are released early
@@ -151,6 +173,7 @@ void plan_destinations(RefProgram& p) {
     for (int32_t c : in.inputs) {
       if (--remaining[c] == 0 && owned[c]) {
         owned[c] = 0;
+        live_scratch -= static_cast<int64_t>(instr_bytes(g.instrs[c]));
         if (p.reserve_at >= 0) free_n[instr_bytes(g.instrs[c])]++;
       }
     }
