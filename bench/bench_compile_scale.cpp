@@ -38,8 +38,8 @@ int measure(const std::string& backend, int64_t n) {
     std::fprintf(stderr, "n=%lld: wrong result %g\n", (long long)n, v);
     return 1;
   }
-  std::printf("%-9s n=%-7lld compile %8.1f ms  execute %7.2f ms  trace %7.1f ms\n",
-              backend.c_str(), (long long)n, r.compile_ms, r.execute_ms, trace_ms);
+  std::printf("%-9s n=%-7lld compile %8.1f ms  execute %7.2f ms  trace %7.1f ms\n", backend.c_str(),
+              (long long)n, r.compile_ms, r.execute_ms, trace_ms);
   return 0;
 }
 

@@ -4,8 +4,8 @@
 //   bench_step_overhead [--backend NAME] [--threads N] [--busy] [--reps R] [n ...]
 // --busy starts a competing busy process for the duration of the run.
 #include <signal.h>
-#include <time.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -76,10 +76,11 @@ void run(int64_t n, int reps) {
     std::fprintf(stderr, "n=%lld: wrong result\n", (long long)n);
     std::exit(1);
   }
-  std::printf("%-9s n=%-6lld us/tensor: trace %.2f wall %.2f cpu; step minus execute %.2f wall; "
-              "whole step %.2f cpu; compile %.0f ms\n",
-              backend_name().c_str(), (long long)n, median(trace_us), median(trace_cpu_us),
-              median(engine_us), median(engine_cpu_us), first_compile_ms);
+  std::printf(
+      "%-9s n=%-6lld us/tensor: trace %.2f wall %.2f cpu; step minus execute %.2f wall; "
+      "whole step %.2f cpu; compile %.0f ms\n",
+      backend_name().c_str(), (long long)n, median(trace_us), median(trace_cpu_us),
+      median(engine_us), median(engine_cpu_us), first_compile_ms);
 }
 
 }  // namespace

@@ -228,14 +228,16 @@ TEST(FuzzRegression, Seed14Case197_reference) {
       double scale = 0;
       for (double w : want) scale = std::max(scale, std::fabs(w));
       for (size_t i = 0; i < want.size(); ++i) {
-        EXPECT_NEAR(got[i], want[i], 1e-3 + 1e-4 * std::fabs(want[i]) + 1e-5 * scale) << "element " << i;
+        EXPECT_NEAR(got[i], want[i], 1e-3 + 1e-4 * std::fabs(want[i]) + 1e-5 * scale)
+            << "element " << i;
       }
     };
     auto donated_in_place = [](const Tensor& t) {
       StepReport r = last_step();
       for (const auto& p : r.params) {
         if (p.donated && p.reason == AliasReason::InPlaceUpdate &&
-            p.output_tensor_id == t.impl()->storage()->id()) return true;
+            p.output_tensor_id == t.impl()->storage()->id())
+          return true;
       }
       return false;
     };
@@ -255,6 +257,7 @@ TEST(FuzzRegression, Seed14Case197_reference) {
     mark_step();
     EXPECT_TRUE(donated_in_place(t0));
     EXPECT_TRUE(donated_in_place(t1));
-    expect_values(t0.to_vector<double>(), {-1.75, -2.75, -3.75, -5.5, -6.5, -2.5, -4.25, -5.25, -6.25, -8, -4, -5});
+    expect_values(t0.to_vector<double>(),
+                  {-1.75, -2.75, -3.75, -5.5, -6.5, -2.5, -4.25, -5.25, -6.25, -8, -4, -5});
   }
 }

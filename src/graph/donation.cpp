@@ -31,7 +31,7 @@ std::unordered_set<const runtime::Buffer*> read_outside(const std::vector<Storag
 
 // Where each parameter's buffer appears, from one pass over the targets and the live storages.
 struct BufferUse {
-  std::vector<size_t> rewritten;       // target indices whose alias source is the buffer
+  std::vector<size_t> rewritten;         // target indices whose alias source is the buffer
   const Storage* passthrough = nullptr;  // a target taking the buffer as is
   const Storage* holder = nullptr;       // the first live storage holding it, for the report
   const Storage* flagged = nullptr;      // a holder flagged by set_buffer_donation

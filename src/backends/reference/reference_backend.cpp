@@ -78,8 +78,7 @@ std::vector<int32_t> chain_candidates(const RefProgram& p) {
         break;
       }
       const Op yop = g.instrs[y].op;
-      if (yop == Op::Parameter || yop == Op::Scalar || p.output_of[y] >= 0 ||
-          chain_out[y] >= 0) {
+      if (yop == Op::Parameter || yop == Op::Scalar || p.output_of[y] >= 0 || chain_out[y] >= 0) {
         break;
       }
       links.push_back(y);
@@ -89,6 +88,16 @@ std::vector<int32_t> chain_candidates(const RefProgram& p) {
     for (int32_t y : links) chain_out[y] = static_cast<int32_t>(o);
   }
   return chain_out;
+}
+
+// The step report's words for a donated tensor's update written to a full-size copy.
+std::string copy_reason(const Instr& in, const char* what, int32_t out, bool checks_done,
+                        bool self_ok) {
+  const char* why = !checks_done ? "an op that can fail on a bad index runs after it"
+                    : !self_ok   ? "it reads the old value at other positions"
+                                 : "the old value is still read after it";
+  return std::string(ir::op_name(in.op)) + " (" + what + " " + std::to_string(out) +
+         ") written to a temporary: " + why;
 }
 
 // Decides every instruction's destination (see Dst) and plans the reserve.
@@ -125,10 +134,7 @@ void plan_destinations(RefProgram& p) {
         d = Dst::Chain;
         occupant[o] = i;
       } else if (p.why_scratch.empty()) {
-        p.why_scratch = std::string(ir::op_name(in.op)) + " (updating output " +
-                        std::to_string(o) + ") written to a copy: " +
-                        (!checks_done ? "an op that can fail on a bad index runs after it"
-                                      : "the value it updates is still read after it");
+        p.why_scratch = copy_reason(in, "updating output", o, checks_done, true);
       }
     } else if (out >= 0 && p.donor_of_output[out] >= 0) {
       int32_t pi = g.param_instr[p.donor_of_output[out]];
@@ -145,12 +151,9 @@ void plan_destinations(RefProgram& p) {
               ? Dst::Donated
               : Dst::Temp;
       if (d == Dst::Temp && p.why_scratch.empty()) {
-        p.why_scratch = std::string(ir::op_name(in.op)) + " (output " + std::to_string(out) +
-                        ") computed into a temporary: " +
-                        (leaf ? "its value is a parameter"
-                         : !checks_done ? "an op that can fail on a bad index runs after it"
-                         : !self_ok     ? "it reads the old value at other positions"
-                                        : "the old value is still read after it");
+        p.why_scratch = leaf ? std::string(ir::op_name(in.op)) + " output " + std::to_string(out) +
+                                   " is a parameter copied at the end"
+                             : copy_reason(in, "output", out, checks_done, self_ok);
       }
     }
     p.dst.push_back(d);
@@ -165,7 +168,10 @@ void plan_destinations(RefProgram& p) {
       owned[i] = out < 0;  // only non-outputs are released early
       if (p.reserve_at >= 0) {
         size_t bytes = instr_bytes(in);
-        if (free_n[bytes] > 0) free_n[bytes]--; else need[bytes]++;
+        if (free_n[bytes] > 0)
+          free_n[bytes]--;
+        else
+          need[bytes]++;
       }
     }
     if (ir::op_info(in.op).can_fail) failing_left--;
@@ -250,7 +256,8 @@ class ReferenceBackend : public backend::Backend {
     auto take = [&](size_t bytes) {
       if (!reserved) return allocate(bytes);
       auto it = reserve.find(bytes);
-      if (it == reserve.end()) ir::fail("execute", "internal: reference backend reserve exhausted.");
+      if (it == reserve.end())
+        ir::fail("execute", "internal: reference backend reserve exhausted.");
       runtime::BufferPtr b = std::move(it->second);
       reserve.erase(it);
       return b;
