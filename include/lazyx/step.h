@@ -68,6 +68,9 @@ struct StepReport {
   double execute_ms = 0;
   int64_t bytes_allocated = 0;  // new output buffers (donated outputs allocate nothing)
   int64_t scratch_bytes = -1;   // the program's arena for intermediates; -1: not planned
+  // Why a donated tensor's new value went through a temporary as large as the tensor (the op,
+  // and what still read the old value), or "" when every donated update ran in its buffer.
+  std::string scratch_reason;
   std::string backend;
   std::string cause;           // why it synced: "user mark_step", "value read by item()", ...
   std::string compile_reason;  // when it compiled: what differs from the nearest program

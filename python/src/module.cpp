@@ -139,6 +139,7 @@ PYBIND11_MODULE(_C, m) {
       .def_readonly("execute_ms", &lazyx::StepReport::execute_ms)
       .def_readonly("bytes_allocated", &lazyx::StepReport::bytes_allocated)
       .def_readonly("scratch_bytes", &lazyx::StepReport::scratch_bytes)
+      .def_readonly("scratch_reason", &lazyx::StepReport::scratch_reason)
       .def_readonly("backend", &lazyx::StepReport::backend)
       .def_readonly("cause", &lazyx::StepReport::cause)
       .def_readonly("compile_reason", &lazyx::StepReport::compile_reason)

@@ -39,6 +39,8 @@ class Program {
   // Bytes of scratch memory one run takes for intermediates (the cpu backend's arena), or -1
   // when the backend does not plan them (the reference interpreter allocates as it goes).
   virtual int64_t scratch_bytes() const { return -1; }
+  // Why a donated output is computed into a temporary copy, or "" (see StepReport).
+  virtual std::string scratch_reason() const { return ""; }
 };
 
 struct ExecArgs {

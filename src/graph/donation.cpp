@@ -9,23 +9,52 @@ namespace lazyx::graph {
 
 namespace {
 
-// Whether a pending graph outside this sync still reads `b` (partial syncs only).
-bool read_elsewhere(runtime::Buffer* b, const std::vector<Storage*>& targets) {
+// The buffers that pending graphs outside this sync still read (partial syncs only).
+std::unordered_set<const runtime::Buffer*> read_outside(const std::vector<Storage*>& targets) {
+  std::unordered_set<const Storage*> in_sync(targets.begin(), targets.end());
+  std::unordered_set<const runtime::Buffer*> read;
   std::unordered_set<const ir::Node*> seen;
   std::vector<const ir::Node*> stack;
   for (Storage* s = Storage::first_live(); s; s = s->next_live()) {
-    if (!s->pending()) continue;
-    if (std::find(targets.begin(), targets.end(), s) != targets.end()) continue;
+    if (!s->pending() || in_sync.count(s)) continue;
     stack.push_back(s->pending_node().get());
     while (!stack.empty()) {
       const ir::Node* n = stack.back();
       stack.pop_back();
       if (!seen.insert(n).second) continue;
-      if (n->op() == ir::Op::Parameter && n->buffer().get() == b) return true;
+      if (n->op() == ir::Op::Parameter) read.insert(n->buffer().get());
       for (const auto& o : n->operands()) stack.push_back(o.get());
     }
   }
-  return false;
+  return read;
+}
+
+// Where each parameter's buffer appears, from one pass over the targets and the live storages.
+struct BufferUse {
+  std::vector<size_t> rewritten;         // target indices whose alias source is the buffer
+  const Storage* passthrough = nullptr;  // a target taking the buffer as is
+  const Storage* holder = nullptr;       // the first live storage holding it, for the report
+  const Storage* flagged = nullptr;      // a holder flagged by set_buffer_donation
+};
+
+std::vector<BufferUse> buffer_uses(const DonationInput& in) {
+  std::vector<BufferUse> use(in.params.size());
+  auto find = [&](const runtime::Buffer* b) -> BufferUse* {
+    if (!b || b->walk_epoch != in.params_epoch) return nullptr;
+    return &use[static_cast<size_t>(b->walk_slot)];
+  };
+  for (size_t t = 0; t < in.targets.size(); ++t) {
+    if (BufferUse* u = find(in.target_passthrough[t])) u->passthrough = in.targets[t];
+    if (in.target_output[t] < 0) continue;
+    if (BufferUse* u = find(in.targets[t]->data().get())) u->rewritten.push_back(t);
+  }
+  for (Storage* s = Storage::first_live(); s; s = s->next_live()) {
+    BufferUse* u = find(s->data().get());
+    if (!u) continue;
+    if (!u->holder) u->holder = s;
+    if (s->donate_flag()) u->flagged = s;
+  }
+  return use;
 }
 
 std::string storage_name(const Storage* s) { return "tensor " + std::to_string(s->id()); }
@@ -38,6 +67,9 @@ DonationPlan decide_donation(const DonationInput& in) {
   std::vector<bool> output_taken(in.output_bytes.size(), false);
   std::vector<ParamReport> reports(in.params.size());
   std::vector<bool> decided(in.params.size(), false);
+  const std::vector<BufferUse> uses = buffer_uses(in);
+  std::unordered_set<const runtime::Buffer*> outside;  // computed on first need
+  bool outside_known = false;
   // Pass 0 gives buffers to their own tensors' outputs (in-place updates) first, so that a
   // user-requested donation, which may take any output, never takes one of those (pass 1).
   for (int pass = 0; pass < 2; ++pass) {
@@ -52,19 +84,10 @@ DonationPlan decide_donation(const DonationInput& in) {
       r.dtype = in.param_nodes[p]->dtype();
 
       // Who holds b now, and which of them this program rewrites.
-      std::vector<size_t> rewritten;  // target indices whose alias source is b
-      const Storage* passthrough = nullptr;
-      const Storage* flagged = nullptr;
-      for (size_t t = 0; t < in.targets.size(); ++t) {
-        if (in.target_passthrough[t] == b) passthrough = in.targets[t];
-        if (in.targets[t]->data().get() == b && in.target_output[t] >= 0) rewritten.push_back(t);
-      }
-      const Storage* holder = nullptr;  // some storage holding b, for the report
-      for (Storage* s = Storage::first_live(); s; s = s->next_live()) {
-        if (s->data().get() != b) continue;
-        if (!holder) holder = s;
-        if (s->donate_flag()) flagged = s;
-      }
+      const std::vector<size_t>& rewritten = uses[p].rewritten;
+      const Storage* passthrough = uses[p].passthrough;
+      const Storage* flagged = uses[p].flagged;
+      const Storage* holder = uses[p].holder;
       int holders = b->holders();
       int rewritten_n = static_cast<int>(rewritten.size());
       bool flagged_rewritten =
@@ -97,7 +120,11 @@ DonationPlan decide_donation(const DonationInput& in) {
       } else if (flagged && others_kept == 0) {
         // User-requested donation (rule 3): to the flagged tensor's own output if it has one,
         // else to the first free output of the same byte size.
-        if (in.kind != SyncKind::MarkStep && read_elsewhere(b, in.targets)) {
+        if (in.kind != SyncKind::MarkStep && !outside_known) {
+          outside = read_outside(in.targets);
+          outside_known = true;
+        }
+        if (in.kind != SyncKind::MarkStep && outside.count(b)) {
           keep(AliasReason::ReadElsewhere, "a pending tensor outside this sync still reads it");
         } else {
           int32_t out = -1;

@@ -51,13 +51,15 @@ struct Walk {
   std::vector<const ir::Node*> outputs;          // unique output roots
   std::vector<int32_t> output_instr;
   uint64_t structure_hash = 0;
+  uint64_t epoch = 0;  // plain slots: params[i]->walk_slot == i while walk_epoch equals this
   std::vector<int64_t> param_offsets;                    // per parameter slot, in bytes
   std::vector<bool> windows;                             // per parameter slot
   std::unordered_set<runtime::Buffer*> fold;             // windows whose offsets go in the graph
   std::vector<std::pair<int32_t, int64_t>> folded;       // (instruction, view offset)
 };
 
-// Parameter slots: one per buffer, and one per (buffer, offset) read by windows.
+// Window slots: one per (buffer, offset) read by windows at run-time offsets; plain slots are
+// deduplicated by the buffer's walk fields.
 struct SlotKey {
   runtime::Buffer* b;
   int64_t off;
@@ -74,7 +76,8 @@ struct SlotKeyHash {
 // Post-order over `roots`, sharing nodes (a DAG) and deduplicating parameters by buffer.
 void walk(const char* op, Walk& w) {
   uint64_t epoch = ++walk_epoch_counter;
-  std::unordered_map<SlotKey, int32_t, SlotKeyHash> param_of_buffer;
+  w.epoch = epoch;
+  std::unordered_map<SlotKey, int32_t, SlotKeyHash> window_slot;
   std::vector<std::pair<const ir::Node*, size_t>> stack;
   uint64_t h = 0x6c617a7978ull;
   auto post = [&](const ir::Node* n) {
@@ -87,13 +90,21 @@ void walk(const char* op, Walk& w) {
       }
       const bool window = n->is_window() && !w.fold.count(b);
       const int64_t off = window ? n->param_offset() : 0;
-      auto it = param_of_buffer.find({b, off, window});
-      if (it != param_of_buffer.end()) {
-        n->walk_index = it->second;
-        return;
-      }
       int32_t idx = static_cast<int32_t>(w.order.size());
-      param_of_buffer.emplace(SlotKey{b, off, window}, idx);
+      if (window) {
+        auto [it, fresh] = window_slot.emplace(SlotKey{b, off, true}, idx);
+        if (!fresh) {
+          n->walk_index = it->second;
+          return;
+        }
+      } else {
+        if (b->walk_epoch == epoch) {  // deduplicated by buffer
+          n->walk_index = w.param_instr[b->walk_slot];
+          return;
+        }
+        b->walk_epoch = epoch;
+        b->walk_slot = static_cast<int32_t>(w.params.size());
+      }
       w.windows.push_back(window);
       w.param_offsets.push_back(off * static_cast<int64_t>(dtype_size(n->dtype())));
       n->walk_index = idx;
@@ -232,7 +243,7 @@ void sync_storages(SyncKind kind, std::vector<Storage*> targets, const char* wha
   DonationInput din;
   din.kind = kind;
   din.aliasing_enabled = aliasing;
-  std::unordered_map<const ir::Node*, int32_t> output_of;
+  const uint64_t out_epoch = ++walk_epoch_counter;  // node scratch: walk_index = output index
   for (Storage* s : targets) {
     const ir::Node* n = s->pending_node().get();
     din.targets.push_back(s);
@@ -241,14 +252,15 @@ void sync_storages(SyncKind kind, std::vector<Storage*> targets, const char* wha
       din.target_passthrough.push_back(n->buffer().get());
       continue;
     }
-    auto [it, inserted] = output_of.emplace(n, static_cast<int32_t>(w.outputs.size()));
-    if (inserted) {
+    if (n->walk_epoch != out_epoch) {
+      n->walk_epoch = out_epoch;
+      n->walk_index = static_cast<int32_t>(w.outputs.size());
       w.outputs.push_back(n);
       din.output_bytes.push_back(static_cast<size_t>(n->numel()) * dtype_size(n->dtype()));
       din.output_dtype.push_back(n->dtype());
       din.output_tensor.push_back(s->id());
     }
-    din.target_output.push_back(it->second);
+    din.target_output.push_back(n->walk_index);
     din.target_passthrough.push_back(nullptr);
   }
   DonationPlan plan;
@@ -262,11 +274,13 @@ void sync_storages(SyncKind kind, std::vector<Storage*> targets, const char* wha
       for (size_t t = 0; t < targets.size(); ++t) {
         runtime::Buffer* b = targets[t]->data().get();
         if (!b || din.target_output[t] < 0 || b->pinned() || b->holders() != 1) continue;
-        if (std::find(w.params.begin(), w.params.end(), b) != w.params.end()) continue;
+        if (b->walk_epoch == w.epoch) continue;  // already a parameter
         if (b->bytes() != din.output_bytes[din.target_output[t]]) continue;
         ir::NodePtr n =
             ir::Node::parameter(targets[t]->data(), targets[t]->shape(), targets[t]->dtype());
         n->walk_index = static_cast<int32_t>(w.order.size());
+        b->walk_epoch = w.epoch;
+        b->walk_slot = static_cast<int32_t>(w.params.size());
         w.slot.push_back(static_cast<int32_t>(w.params.size()));
         w.param_instr.push_back(n->walk_index);
         w.params.push_back(b);
@@ -278,6 +292,7 @@ void sync_storages(SyncKind kind, std::vector<Storage*> targets, const char* wha
       }
     }
     din.params = w.params;
+    din.params_epoch = w.epoch;
     for (int32_t pi : w.param_instr) din.param_nodes.push_back(w.order[pi]);
     plan = decide_donation(din);
     // A window read at a run-time offset has a parameter slot of its own; if its buffer is
@@ -352,6 +367,7 @@ void sync_storages(SyncKind kind, std::vector<Storage*> targets, const char* wha
     report.execute_ms = ms_since(t0);
     report.ran_program = true;
     report.scratch_bytes = prog->program->scratch_bytes();
+    report.scratch_reason = prog->program->scratch_reason();
     metrics::add_counter("ExecuteComputation");
     metrics::add_sample("ExecuteTime", report.execute_ms * 1e6);
     metrics::add_sample("TensorsGraphSize", static_cast<double>(w.order.size()));
@@ -361,10 +377,12 @@ void sync_storages(SyncKind kind, std::vector<Storage*> targets, const char* wha
   for (size_t p = 0; p < plan.donation.size(); ++p) {
     if (plan.donation[p] >= 0) w.params[p]->bump_version();
   }
+  std::vector<char> donated_output(outputs.size(), 0);
+  for (int32_t d : plan.donation) {
+    if (d >= 0) donated_output[d] = 1;
+  }
   for (size_t o = 0; o < outputs.size(); ++o) {
-    bool donated = std::find(plan.donation.begin(), plan.donation.end(), static_cast<int32_t>(o)) !=
-                   plan.donation.end();
-    if (!donated) report.bytes_allocated += static_cast<int64_t>(outputs[o]->bytes());
+    if (!donated_output[o]) report.bytes_allocated += static_cast<int64_t>(outputs[o]->bytes());
   }
   // Keep the old graphs alive until every storage is updated, so no buffer dies mid-commit.
   std::vector<ir::NodePtr> old;
@@ -378,8 +396,11 @@ void sync_storages(SyncKind kind, std::vector<Storage*> targets, const char* wha
       s->set_data(old.back()->buffer());
     }
   }
-  for (Storage* s : plan.user_donated) {
-    if (std::find(targets.begin(), targets.end(), s) == targets.end()) s->mark_donated(report.step);
+  if (!plan.user_donated.empty()) {
+    std::unordered_set<const Storage*> in_sync(targets.begin(), targets.end());
+    for (Storage* s : plan.user_donated) {
+      if (!in_sync.count(s)) s->mark_donated(report.step);
+    }
   }
   old.clear();
 

@@ -24,6 +24,7 @@ std::vector<int64_t> add_kept_live(SyncKind kind, std::vector<Storage*>& targets
 struct DonationInput {
   SyncKind kind;
   std::vector<runtime::Buffer*> params;   // per parameter slot
+  uint64_t params_epoch = 0;              // params[i]->walk_slot == i while walk_epoch equals this
   std::vector<const ir::Node*> param_nodes;  // per parameter slot, for shape and dtype
   std::vector<Storage*> targets;          // storages this sync rewrites or assigns
   std::vector<int32_t> target_output;     // per target: its program output, -1 if pass-through

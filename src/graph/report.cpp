@@ -48,6 +48,7 @@ std::string StepReport::to_string() const {
     for (int64_t id : kept_live) os << " tensor " << id;
     os << " (computed by this program, held by handles)\n";
   }
+  if (!scratch_reason.empty()) os << "  scratch copy: " << scratch_reason << "\n";
   for (size_t i = 0; i < params.size(); ++i) {
     const ParamReport& p = params[i];
     os << "  param " << i << ": buffer " << p.buffer_id << " " << dtype_name(p.dtype)

@@ -1,6 +1,8 @@
 #include "ir/node.h"
 
 #include <atomic>
+#include <iterator>
+#include <vector>
 
 #include "runtime/buffer.h"
 
@@ -54,6 +56,29 @@ Node::Node(Op op, Dtype dtype, Shape shape, std::vector<NodePtr> operands, Attrs
   h = hash_combine(h, attrs_.flag);
   for (const NodePtr& o : operands_) h = hash_combine(h, o->hash_);
   hash_ = h;
+}
+
+namespace {
+// The operands awaiting release on this thread while the outermost ~Node drains them. A raw
+// pointer to that frame's vector, so nothing thread-local needs destruction.
+thread_local std::vector<NodePtr>* release_stack = nullptr;
+}  // namespace
+
+Node::~Node() {
+  if (operands_.empty()) return;
+  if (release_stack) {  // an outer ~Node is draining: hand the operands to it
+    for (NodePtr& o : operands_) release_stack->push_back(std::move(o));
+    return;
+  }
+  std::vector<NodePtr> stack(std::make_move_iterator(operands_.begin()),
+                             std::make_move_iterator(operands_.end()));
+  release_stack = &stack;
+  while (!stack.empty()) {
+    NodePtr n = std::move(stack.back());
+    stack.pop_back();
+    n.reset();  // if this was the last reference, its operands land on `stack`
+  }
+  release_stack = nullptr;
 }
 
 int64_t Node::numel() const { return shape_numel(shape_); }

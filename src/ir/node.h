@@ -30,6 +30,10 @@ using NodePtr = std::shared_ptr<Node>;
 class Node {
  public:
   Node(Op op, Dtype dtype, Shape shape, std::vector<NodePtr> operands, Attrs attrs = {});
+  // Releases operands iteratively, so dropping a chain of any length uses constant stack.
+  ~Node();
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
 
   Op op() const { return op_; }
   Dtype dtype() const { return dtype_; }

@@ -34,6 +34,7 @@ struct State {
   int64_t clock = 0;      // steps seen by trim_cache
   int64_t step_peak = 0;  // bytes in use at most since the last trim
   int64_t window[kPeakWindow] = {};
+  int64_t fail_after = -1;  // fail_allocation_after: allocations left before failing
 };
 
 State& state() {
@@ -82,6 +83,11 @@ void* allocate(size_t bytes) {
   size_t size = allocation_size(bytes);
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
+  if (s.fail_after == 0) {
+    throw Error("[allocator] out of memory allocating " + std::to_string(size) +
+                " bytes (injected by fail_allocation_after).");
+  }
+  if (s.fail_after > 0) s.fail_after--;
   void* p = nullptr;
   auto it = s.free_blocks.find(size);
   if (it != s.free_blocks.end()) {
@@ -97,6 +103,12 @@ void* allocate(size_t bytes) {
   if (s.stats.bytes_in_use > s.stats.peak_bytes) s.stats.peak_bytes = s.stats.bytes_in_use;
   if (s.stats.bytes_in_use > s.step_peak) s.step_peak = s.stats.bytes_in_use;
   return p;
+}
+
+void fail_allocation_after(int64_t n) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.fail_after = n < 0 ? -1 : n;
 }
 
 void deallocate(void* p, size_t bytes) {

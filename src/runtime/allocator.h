@@ -21,5 +21,8 @@ void trim_cache(int64_t limit_percent);
 int64_t cache_limit_percent();
 // The block size a request is rounded to (what bytes_in_use counts).
 size_t allocation_size(size_t bytes);
+// Test hook: the next `n` allocations succeed, then every one raises as if memory ran out;
+// a negative n (the default) turns the failures off.
+void fail_allocation_after(int64_t n);
 
 }  // namespace lazyx::runtime

@@ -33,6 +33,11 @@ class Buffer {
   bool pinned() const { return pinned_; }
   void set_pinned(bool p) { pinned_ = p; }
 
+  // Scratch for graph walks (under the engine lock): the walk's epoch and this buffer's
+  // parameter slot in it, so a sync finds a buffer's slot without a hash map.
+  uint64_t walk_epoch = 0;
+  int32_t walk_slot = -1;
+
  private:
   int64_t id_;
   void* data_;

@@ -84,6 +84,11 @@ class CpuBackend : public backend::Backend {
       if (p.fresh_output[o])
         outputs[o] = allocate(static_cast<size_t>(value_bytes(g.instrs[g.outputs[o]])));
     }
+    // Every allocation happens before anything donated is written: a failure changes nothing.
+    for (const Copy& c : p.dup_copies) {
+      if (!outputs[c.out])
+        outputs[c.out] = allocate(static_cast<size_t>(value_bytes(g.instrs[c.src_instr])));
+    }
     std::vector<int64_t> scalar_store(n, 0);
     std::vector<char*> ptr(n, nullptr);
     auto resolve = [&](const Loc& l, size_t i) -> char* {
@@ -191,7 +196,6 @@ class CpuBackend : public backend::Backend {
     }
     for (const Copy& c : p.dup_copies) {
       size_t bytes = static_cast<size_t>(value_bytes(g.instrs[c.src_instr]));
-      if (!outputs[c.out]) outputs[c.out] = allocate(bytes);
       char* dst = static_cast<char*>(outputs[c.out]->data());
       if (bytes && dst != ptr[c.src_instr]) std::memmove(dst, ptr[c.src_instr], bytes);
     }

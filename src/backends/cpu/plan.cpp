@@ -188,6 +188,7 @@ std::unique_ptr<CpuProgram> plan(const LoweredGraph& g) {
     for (int32_t c : in.inputs) {
       int32_t G2 = unit_of[c];
       if (G2 == C || !plain(G2) || units[G2].shape != units[C].shape) continue;
+      if (units[C].members.size() + units[G2].members.size() > kMaxFusedOps) continue;
       std::set<int32_t> rest;
       for (int32_t c2 : in.inputs) {
         int32_t u = unit_of[c2];
@@ -232,7 +233,8 @@ std::unique_ptr<CpuProgram> plan(const LoweredGraph& g) {
       std::set<int32_t> others;
       if (unit_of[base] >= 0 && unit_of[base] != G) others.insert(unit_of[base]);
       if (G >= 0 && units[G].fused && units[G].reduce < 0 && unit_of[base] != G &&
-          units[G].shape == g.instrs[src].shape && !reaches(G, others)) {
+          units[G].shape == g.instrs[src].shape && units[G].members.size() < kMaxFusedOps &&
+          !reaches(G, others)) {
         chosen = G;
       } else {
         chosen = static_cast<int32_t>(units.size());
@@ -247,7 +249,8 @@ std::unique_ptr<CpuProgram> plan(const LoweredGraph& g) {
     if (chosen < 0 && fusable(g, i) && in.op != Op::AsStrided) {
       for (int32_t c : in.inputs) {
         int32_t G = unit_of[c];
-        if (G < 0 || !units[G].fused || units[G].shape != in.shape || units[G].reduce >= 0)
+        if (G < 0 || !units[G].fused || units[G].shape != in.shape || units[G].reduce >= 0 ||
+            units[G].members.size() >= kMaxFusedOps)
           continue;
         if (reads_scatter_of(in, G)) continue;
         std::set<int32_t> others;
@@ -269,7 +272,8 @@ std::unique_ptr<CpuProgram> plan(const LoweredGraph& g) {
       reduce = true;
       bool mergeable = false;
       if (G >= 0 && units[G].fused && units[G].shape == g.instrs[x].shape && units[G].reduce < 0 &&
-          !units[G].has_arange && !units[G].has_scatter && !is_scatter[x]) {
+          !units[G].has_arange && !units[G].has_scatter && !is_scatter[x] &&
+          units[G].members.size() < kMaxFusedOps) {
         std::vector<Shape> strides{ir::contiguous_strides(units[G].shape)};
         for (int32_t m : units[G].members) {
           if (g.instrs[m].op == Op::AsStrided) {
@@ -526,6 +530,20 @@ std::unique_ptr<CpuProgram> plan(const LoweredGraph& g) {
     if (in.op == Op::Scalar) p->loc[i] = {LocKind::Scalar, i};
   }
   std::vector<char> temp_needed(nout, 0);
+  // The instructions reading each parameter (GEMMs: through their operands), so the in-place
+  // checks below cost the reads of the donor, not the whole program per donated output.
+  std::vector<std::vector<int32_t>> param_readers(n);
+  for (int32_t r = 0; r < n; ++r) {
+    auto note = [&](int32_t c) {
+      if (g.instrs[c].op != Op::Parameter) return;
+      if (param_readers[c].empty() || param_readers[c].back() != r) param_readers[c].push_back(r);
+    };
+    if (!gemm_ops[r].empty()) {
+      for (const GemmOperand& op : gemm_ops[r]) note(op.instr);
+    } else {
+      for (int32_t c : g.instrs[r].inputs) note(c);
+    }
+  }
   for (int32_t x = 0; x < n; ++x) {
     const auto& outs = output_indices[x];
     if (outs.empty()) continue;
@@ -548,7 +566,8 @@ std::unique_ptr<CpuProgram> plan(const LoweredGraph& g) {
     int32_t pi = g.param_instr[donor];
     int32_t u = unit_of[x];
     bool ok = last_failing <= pos[u];
-    for (int32_t r = 0; r < n && ok; ++r) {
+    for (int32_t r : param_readers[pi]) {
+      if (!ok) break;
       const Instr& ri = g.instrs[r];
       int32_t ru = unit_of[r];
       int32_t reads = 0;
@@ -605,6 +624,11 @@ std::unique_ptr<CpuProgram> plan(const LoweredGraph& g) {
     } else {
       temp_needed[o] = 1;
       p->deferred.push_back(o);
+      if (p->why_scratch.empty()) {
+        p->why_scratch = std::string(ir::op_name(in.op)) + " (output " + std::to_string(o) +
+                         ") computed into a temporary: the old value is read after or around "
+                         "it, or an op that can fail runs after it";
+      }
     }
   }
 

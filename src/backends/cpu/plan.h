@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -13,6 +14,10 @@
 namespace lazyx::cpu {
 
 constexpr int64_t kAlign = 64;
+// Instructions per fused loop at most: beyond a few hundred, LLVM's register allocation and
+// scheduling grow faster than linearly. Longer chains split into loops of this size, and the
+// identical ones among them compile once (kernels are shared by their IR).
+constexpr size_t kMaxFusedOps = 256;
 
 enum class StepKind : uint8_t { Fused, Ref, Matmul };
 
@@ -59,7 +64,9 @@ class CpuProgram : public backend::Program {
   std::vector<Copy> dup_copies;    // repeated outputs
   std::vector<char> fresh_output;  // outputs the backend allocates
   int64_t arena_bytes = 0;
+  std::string why_scratch;  // the first donated output computed into a temporary, and why
   int64_t scratch_bytes() const override { return arena_bytes; }
+  std::string scratch_reason() const override { return why_scratch; }
 };
 
 // First-fit offsets in one arena for values with known lifetimes.

@@ -2,6 +2,7 @@
 // for every other backend, and it honours donation physically (rules 5 and 6).
 #include <algorithm>
 #include <cstring>
+#include <map>
 
 #include "backends/backend.h"
 #include "backends/reference/kernels.h"
@@ -17,15 +18,174 @@ using ir::Op;
 
 namespace {
 
+// Where each scheduled instruction writes. Decided at compile time: the decisions depend only
+// on the program, so execute replays them.
+// Chain: an intermediate update (through a view, an index op or elementwise) of a donated
+// tensor, written into the donated buffer because nothing reads its input afterwards.
+enum class Dst : uint8_t { Skip, Donated, Temp, Fresh, Chain };
+
 class RefProgram : public backend::Program {
  public:
   LoweredGraph g;
   std::vector<int32_t> schedule;
+  std::vector<Dst> dst;                 // per schedule position
+  std::vector<int32_t> chain_out;       // per instruction: the donated output a Chain writes
   std::vector<int32_t> uses;            // operand reads of each instruction
   std::vector<int32_t> output_of;       // instruction -> output index, or -1
   std::vector<int32_t> donor_of_output; // output -> donated parameter slot, or -1
-  int32_t num_failing = 0;
+  // A failed allocation must not leave a donated buffer half written, so every allocation
+  // after the first direct write into a donated buffer comes from buffers allocated just
+  // before it: `reserve` (byte size, count) at schedule position `reserve_at` (-1: none).
+  int64_t reserve_at = -1;
+  std::vector<std::pair<size_t, int32_t>> reserve;
+  int64_t peak_scratch = 0;  // bytes of intermediates and temporaries alive at once, at most
+  std::string why_scratch;
+  int64_t scratch_bytes() const override { return peak_scratch; }
+  std::string scratch_reason() const override { return why_scratch; }
 };
+
+size_t instr_bytes(const Instr& in) {
+  return static_cast<size_t>(ir::shape_numel(in.shape)) * dtype_size(in.dtype);
+}
+
+// Whether `x` may write into the memory of operand 0, `y`.
+bool writes_over_operand0(const LoweredGraph& g, int32_t x) {
+  const Instr& in = g.instrs[x];
+  if (in.inputs.empty()) return false;
+  const int32_t y = in.inputs[0];
+  if (std::count(in.inputs.begin(), in.inputs.end(), y) != 1) return false;
+  const ir::OpInfo& info = ir::op_info(in.op);
+  return info.updates_operand0 || (info.elementwise_inplace_ok && g.instrs[y].shape == in.shape &&
+                                   g.instrs[y].dtype == in.dtype);
+}
+
+// Candidate chains: the intermediates between a donated output and its parameter along
+// operand 0, each of which may write over its operand 0 (x.slice(..).add_ twice, mul_ then
+// index_copy_). Returns, per instruction, the donated output it may be written into, or -1.
+std::vector<int32_t> chain_candidates(const RefProgram& p) {
+  const LoweredGraph& g = p.g;
+  std::vector<int32_t> chain_out(g.instrs.size(), -1);
+  for (size_t o = 0; o < g.outputs.size(); ++o) {
+    if (p.donor_of_output[o] < 0) continue;
+    const int32_t pi = g.param_instr[p.donor_of_output[o]];
+    std::vector<int32_t> links;
+    int32_t x = g.outputs[o];
+    bool valid = false;
+    while (writes_over_operand0(g, x)) {
+      const int32_t y = g.instrs[x].inputs[0];
+      if (y == pi) {
+        valid = true;
+        break;
+      }
+      const Op yop = g.instrs[y].op;
+      if (yop == Op::Parameter || yop == Op::Scalar || p.output_of[y] >= 0 || chain_out[y] >= 0) {
+        break;
+      }
+      links.push_back(y);
+      x = y;
+    }
+    if (!valid) continue;
+    for (int32_t y : links) chain_out[y] = static_cast<int32_t>(o);
+  }
+  return chain_out;
+}
+
+// The step report's words for a donated tensor's update written to a full-size copy.
+std::string copy_reason(const Instr& in, const char* what, int32_t out, bool checks_done,
+                        bool self_ok) {
+  const char* why = !checks_done ? "an op that can fail on a bad index runs after it"
+                    : !self_ok   ? "it reads the old value at other positions"
+                                 : "the old value is still read after it";
+  return std::string(ir::op_name(in.op)) + " (" + what + " " + std::to_string(out) +
+         ") written to a temporary: " + why;
+}
+
+// Decides every instruction's destination (see Dst) and plans the reserve.
+void plan_destinations(RefProgram& p) {
+  const LoweredGraph& g = p.g;
+  p.chain_out = chain_candidates(p);
+  std::vector<int32_t> remaining = p.uses;
+  // Per donated output: the chain link whose value its buffer holds now, or -1.
+  std::vector<int32_t> occupant(g.outputs.size(), -1);
+  // Whether the value in output o's buffer has no readers left but instruction `in`.
+  auto occupant_done = [&](size_t o, const Instr& in) {
+    const int32_t occ = occupant[o];
+    return occ < 0 || remaining[occ] - std::count(in.inputs.begin(), in.inputs.end(), occ) == 0;
+  };
+  int32_t failing_left = 0;
+  for (int32_t i : p.schedule) failing_left += ir::op_info(g.instrs[i].op).can_fail ? 1 : 0;
+  std::map<size_t, int32_t> free_n, need;  // after reserve_at: free reserve buffers, and peak
+  std::vector<char> owned(g.instrs.size(), 0);
+  int64_t live_scratch = 0;
+  p.dst.clear();
+  for (size_t k = 0; k < p.schedule.size(); ++k) {
+    const int32_t i = p.schedule[k];
+    const Instr& in = g.instrs[i];
+    const int32_t out = p.output_of[i];
+    const bool leaf = in.op == Op::Parameter || in.op == Op::Scalar;
+    Dst d = Dst::Fresh;
+    if (leaf && out < 0) {
+      d = Dst::Skip;
+    } else if (out < 0 && p.chain_out[i] >= 0) {
+      const int32_t c = in.inputs[0], o = p.chain_out[i];
+      const bool start = c == g.param_instr[p.donor_of_output[o]] && occupant[o] < 0;
+      bool checks_done = failing_left - (ir::op_info(in.op).can_fail ? 1 : 0) == 0;
+      if (checks_done && (start ? remaining[c] == 1 : c == occupant[o] && occupant_done(o, in))) {
+        d = Dst::Chain;
+        occupant[o] = i;
+      } else if (p.why_scratch.empty()) {
+        p.why_scratch = copy_reason(in, "updating output", o, checks_done, true);
+      }
+    } else if (out >= 0 && p.donor_of_output[out] >= 0) {
+      int32_t pi = g.param_instr[p.donor_of_output[out]];
+      int32_t self_reads = static_cast<int32_t>(std::count(in.inputs.begin(), in.inputs.end(), pi));
+      const ir::OpInfo& info = ir::op_info(in.op);
+      bool self_ok = self_reads == 0 ||
+                     (info.elementwise_inplace_ok && g.instrs[pi].shape == in.shape &&
+                      g.instrs[pi].dtype == in.dtype) ||
+                     (info.updates_operand0 && self_reads == 1 && in.inputs[0] == pi);
+      bool others_pending = remaining[pi] - self_reads > 0;
+      bool checks_done = failing_left - (info.can_fail ? 1 : 0) == 0;
+      // Rule 6: when the old value is still needed, write a temporary and copy at the end.
+      d = self_ok && !others_pending && checks_done && !leaf && occupant_done(out, in)
+              ? Dst::Donated
+              : Dst::Temp;
+      if (d == Dst::Temp && p.why_scratch.empty()) {
+        p.why_scratch = leaf ? std::string(ir::op_name(in.op)) + " output " + std::to_string(out) +
+                                   " is a parameter copied at the end"
+                             : copy_reason(in, "output", out, checks_done, self_ok);
+      }
+    }
+    p.dst.push_back(d);
+    if ((d == Dst::Donated || d == Dst::Chain) && p.reserve_at < 0) {
+      p.reserve_at = static_cast<int64_t>(k);
+    }
+    if (d == Dst::Temp || (d == Dst::Fresh && out < 0)) {
+      live_scratch += static_cast<int64_t>(instr_bytes(in));
+      p.peak_scratch = std::max(p.peak_scratch, live_scratch);
+    }
+    if (d == Dst::Temp || d == Dst::Fresh) {
+      owned[i] = out < 0;  // only non-outputs are released early
+      if (p.reserve_at >= 0) {
+        size_t bytes = instr_bytes(in);
+        if (free_n[bytes] > 0)
+          free_n[bytes]--;
+        else
+          need[bytes]++;
+      }
+    }
+    if (ir::op_info(in.op).can_fail) failing_left--;
+    if (d == Dst::Skip) continue;
+    for (int32_t c : in.inputs) {
+      if (--remaining[c] == 0 && owned[c]) {
+        owned[c] = 0;
+        live_scratch -= static_cast<int64_t>(instr_bytes(g.instrs[c]));
+        if (p.reserve_at >= 0) free_n[instr_bytes(g.instrs[c])]++;
+      }
+    }
+  }
+  for (const auto& [bytes, n] : need) p.reserve.emplace_back(bytes, n);
+}
 
 // Post-order from the outputs, non-donated outputs first, so that the other readers of a donated
 // buffer tend to run before the instruction that overwrites it.
@@ -77,8 +237,8 @@ class ReferenceBackend : public backend::Backend {
     p->uses.assign(g.instrs.size(), 0);
     for (int32_t i : p->schedule) {
       for (int32_t c : g.instrs[i].inputs) p->uses[c]++;
-      if (ir::op_info(g.instrs[i].op).can_fail) p->num_failing++;
     }
+    plan_destinations(*p);
     return p;
   }
 
@@ -90,10 +250,22 @@ class ReferenceBackend : public backend::Backend {
     std::vector<int32_t> remaining = p.uses;
     std::vector<int64_t> scalar_store(g.instrs.size() * 1, 0);
     std::vector<std::pair<int32_t, runtime::BufferPtr>> deferred;  // output, temp
-    int32_t failing_left = p.num_failing;
+    std::multimap<size_t, runtime::BufferPtr> reserve;
+    bool reserved = false;
     auto& outputs = *args.outputs;
+    auto take = [&](size_t bytes) {
+      if (!reserved) return allocate(bytes);
+      auto it = reserve.find(bytes);
+      if (it == reserve.end())
+        ir::fail("execute", "internal: reference backend reserve exhausted.");
+      runtime::BufferPtr b = std::move(it->second);
+      reserve.erase(it);
+      return b;
+    };
+    std::vector<const Val*> ops;
 
-    for (int32_t i : p.schedule) {
+    for (size_t k = 0; k < p.schedule.size(); ++k) {
+      const int32_t i = p.schedule[k];
       const Instr& in = g.instrs[i];
       Val& v = vals[i];
       v.dtype = in.dtype;
@@ -106,50 +278,51 @@ class ReferenceBackend : public backend::Backend {
         const auto& s = args.scalars[in.slot];
         if (is_floating(in.dtype)) set_f(v, 0, s.f); else set_i(v, 0, s.i);
       }
-      int32_t out = p.output_of[i];
-      bool leaf = in.op == Op::Parameter || in.op == Op::Scalar;
-      if (leaf && out < 0) continue;
+      const Dst d = p.dst[k];
+      if (d == Dst::Skip) continue;
+      if (static_cast<int64_t>(k) == p.reserve_at) {  // before the first donated write
+        for (const auto& [bytes, n] : p.reserve) {
+          for (int32_t c = 0; c < n; ++c) reserve.emplace(bytes, allocate(bytes));
+        }
+        reserved = true;
+      }
 
       // Where this instruction writes.
-      size_t bytes = static_cast<size_t>(ir::shape_numel(in.shape)) * dtype_size(in.dtype);
+      const int32_t out = p.output_of[i];
+      size_t bytes = instr_bytes(in);
       Val dst{nullptr, in.dtype, in.shape};
-      if (out >= 0 && p.donor_of_output[out] >= 0) {
-        int32_t pi = g.param_instr[p.donor_of_output[out]];
-        int32_t self_reads = static_cast<int32_t>(std::count(in.inputs.begin(), in.inputs.end(), pi));
-        const ir::OpInfo& info = ir::op_info(in.op);
-        bool self_ok = self_reads == 0 ||
-                       (info.elementwise_inplace_ok && g.instrs[pi].shape == in.shape &&
-                        g.instrs[pi].dtype == in.dtype) ||
-                       (info.updates_operand0 && self_reads == 1 && in.inputs[0] == pi);
-        bool others_pending = remaining[pi] - self_reads > 0;
-        bool checks_done = failing_left - (info.can_fail ? 1 : 0) == 0;
-        if (self_ok && !others_pending && checks_done && !leaf) {
-          dst.data = static_cast<char*>(outputs[out]->data());
-        } else {
-          // Rule 6: the old value is still needed, so write a temporary and copy at the end.
-          runtime::BufferPtr t = allocate(bytes);
-          deferred.emplace_back(out, t);
-          owner[i] = t;
-          dst.data = static_cast<char*>(t->data());
-        }
+      if (d == Dst::Donated) {
+        dst.data = static_cast<char*>(outputs[out]->data());
+      } else if (d == Dst::Chain) {
+        dst.data = static_cast<char*>(outputs[p.chain_out[i]]->data());
+      } else if (d == Dst::Temp) {
+        runtime::BufferPtr t = take(bytes);
+        deferred.emplace_back(out, t);
+        owner[i] = t;
+        dst.data = static_cast<char*>(t->data());
       } else {
-        runtime::BufferPtr b = allocate(bytes);
+        runtime::BufferPtr b = take(bytes);
         if (out >= 0) outputs[out] = b;
         owner[i] = b;
         dst.data = static_cast<char*>(b->data());
       }
 
-      if (leaf) {
+      if (in.op == Op::Parameter || in.op == Op::Scalar) {
         std::memcpy(dst.data, v.data, bytes);
       } else {
-        std::vector<const Val*> ops;
+        ops.clear();
         for (int32_t c : in.inputs) ops.push_back(&vals[c]);
         run(in, ops, dst);
       }
       v.data = dst.data;
-      if (ir::op_info(in.op).can_fail) failing_left--;
       for (int32_t c : in.inputs) {
-        if (--remaining[c] == 0 && p.output_of[c] < 0) owner[c].reset();
+        if (--remaining[c] == 0 && p.output_of[c] < 0 && owner[c]) {
+          if (reserved) {
+            size_t cb = owner[c]->bytes();
+            reserve.emplace(cb, std::move(owner[c]));
+          }
+          owner[c].reset();
+        }
       }
     }
     for (auto& [out, tmp] : deferred) {
