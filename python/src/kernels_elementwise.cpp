@@ -113,16 +113,10 @@ Tensor minimum(const Tensor& a, const Tensor& b) {
   return wrap(lazyx::minimum(lz(a), operand(b, lz(a))));
 }
 Tensor& maximum_out(const Tensor& a, const Tensor& b, Tensor& out) {
-  LT r = lazyx::maximum(lz(a), operand(b, lz(a)));
-  LT o = lz(out);
-  o.copy_(r);
-  return out;
+  return write_out(out, lazyx::maximum(lz(a), operand(b, lz(a))));
 }
 Tensor& minimum_out(const Tensor& a, const Tensor& b, Tensor& out) {
-  LT r = lazyx::minimum(lz(a), operand(b, lz(a)));
-  LT o = lz(out);
-  o.copy_(r);
-  return out;
+  return write_out(out, lazyx::minimum(lz(a), operand(b, lz(a))));
 }
 std::optional<lazyx::Scalar> opt(const optional<c10::Scalar>& s) {
   if (!s.has_value()) return std::nullopt;

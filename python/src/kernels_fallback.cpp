@@ -195,6 +195,18 @@ void lazyx_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
                 "a view. Call .cpu() on the input first, or add a view kernel to "
                 "python/src/kernels_views.cpp.");
   }
+  // A written CPU tensor next to device operands: raise as CUDA does (check_written).
+  const auto& args = schema.arguments();
+  for (size_t i = 0; i < args.size(); ++i) {
+    const c10::AliasInfo* ai = args[i].alias_info();
+    if (ai == nullptr || !ai->isWrite()) continue;
+    const c10::IValue& v = *(stack->end() - static_cast<std::ptrdiff_t>(args.size() - i));
+    if (v.isTensor()) {
+      check_written(v.toTensor());
+    } else if (v.isTensorList()) {
+      for (const Tensor& t : v.toTensorVector()) check_written(t);
+    }
+  }
   lazyx::metrics::add_counter(schema.name());
   for (const auto& a : schema.arguments()) {
     if (a.alias_info() != nullptr && a.alias_info()->isWrite() &&
@@ -259,6 +271,16 @@ std::tuple<Tensor, Tensor, Tensor> convolution_backward_overrideable(
       output_mask[2] ? at::OptionalIntArrayRef(bias_sizes) : at::OptionalIntArrayRef(), stride,
       padding, dilation, transposed, output_padding, groups, output_mask);
   return {to_device(std::get<0>(r)), to_device(std::get<1>(r)), to_device(std::get<2>(r))};
+}
+
+// Sparse layouts have no lazyx kernels: every op on them raises, naming the layout.
+void sparse_fallback(const c10::OperatorHandle& op, torch::jit::Stack*) {
+  TORCH_CHECK(false, "[", op.schema().name(), "] sparse layouts are not supported on the lazyx "
+              "device (only torch.strided); use .to_dense() first or run the sparse op on CPU.");
+}
+
+TORCH_LIBRARY_IMPL(_, SparsePrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&sparse_fallback>());
 }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
