@@ -237,6 +237,12 @@ std::tuple<Tensor, Tensor, Tensor> native_batch_norm(const Tensor& input,
                                                      const c10::optional<Tensor>& running_var,
                                                      bool training, double momentum, double eps) {
   lazyx::metrics::add_counter("aten::native_batch_norm");
+  if (input.numel() == 0) {  // torch's CPU kernel divides by zero on empty inputs
+    const int64_t c = input.dim() > 1 ? input.size(1) : 0;
+    return {to_device(at::empty(input.sizes(), input.options().device(at::kCPU))),
+            to_device(at::zeros({c}, input.options().device(at::kCPU))),
+            to_device(at::zeros({c}, input.options().device(at::kCPU)))};
+  }
   c10::optional<Tensor> mean_c = to_cpu(running_mean), var_c = to_cpu(running_var);
   auto r = at::native_batch_norm(to_cpu(input), to_cpu(weight), to_cpu(bias), mean_c, var_c,
                                  training, momentum, eps);

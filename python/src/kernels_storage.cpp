@@ -2,6 +2,7 @@
 // (the storage keeps its data), set_ (alias another tensor or storage) and as_strided_, through
 // which torch's own t_, transpose_, squeeze_ and unsqueeze_ run. The tensor's handle becomes a
 // window onto its (possibly grown) storage, so views taken before stay views.
+#include <ATen/ops/tensor_split_native.h>
 #include <torch/library.h>
 
 #include <vector>
@@ -143,6 +144,16 @@ Tensor& set_storage(Tensor& self, c10::Storage source) {
               "lazyx device as the source.");
   const std::vector<c10::SymInt> size = {c10::SymInt(st->root.numel())}, stride = {c10::SymInt(1)};
   return set_storage_offset(self, source, c10::SymInt(0), size, stride);
+}
+
+// tensor_split with the split points in a device tensor: torch's composite kernel insists on a
+// CPU tensor, so the points are read first (they decide the result's shapes).
+std::vector<Tensor> tensor_split_t(const Tensor& self, const Tensor& ind, int64_t dim) {
+  return at::native::tensor_split(self, to_cpu(ind), dim);
+}
+
+TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {
+  m.impl("tensor_split.tensor_indices_or_sections", TORCH_FN(tensor_split_t));
 }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
