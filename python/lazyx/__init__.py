@@ -19,10 +19,12 @@ from ._C import LazyxError, StepReport, ParamReport
 from . import metrics
 from . import _printing
 from . import _serialization
+from . import _ties
 from ._serialization import save
 
 _serialization.install()  # copy.deepcopy, torch.save and torch.load of device tensors
 _printing.install()  # print(t) copies t to CPU once instead of falling back op by op
+_ties.install(_C.device_type())  # model.to(device) keeps tied parameters tied
 
 __all__ = [
     "device", "mark_step", "sync", "set_buffer_donation", "get_buffer_donation", "is_donated",

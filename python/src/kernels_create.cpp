@@ -111,6 +111,9 @@ c10::Scalar _local_scalar_dense(const Tensor& self) {
   switch (t.dtype()) {
     case lazyx::Dtype::Bool:
       return c10::Scalar(t.item<bool>());
+    case lazyx::Dtype::UInt8:
+    case lazyx::Dtype::Int8:
+    case lazyx::Dtype::Int16:
     case lazyx::Dtype::Int32:
     case lazyx::Dtype::Int64:
       return c10::Scalar(t.item<int64_t>());

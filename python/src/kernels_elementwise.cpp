@@ -95,12 +95,22 @@ BINARY_TS(mul, mul, *)
 BINARY_TS(div, div, /)
 #undef BINARY_TS
 
-Tensor pow_ts(const Tensor& a, const c10::Scalar& e) { return wrap(lz(a).pow(to_lz(e))); }
+// Eager refuses an integer tensor to a negative integer scalar power (the result is not an
+// integer); a tensor exponent follows the engine's integer pow.
+void check_int_pow(const Tensor& a, const c10::Scalar& e) {
+  TORCH_CHECK(!(c10::isIntegralType(a.scalar_type(), true) && e.isIntegral(true) && e.toLong() < 0),
+              "Integers to negative integer powers are not allowed.");
+}
+Tensor pow_ts(const Tensor& a, const c10::Scalar& e) {
+  check_int_pow(a, e);
+  return wrap(lz(a).pow(to_lz(e)));
+}
 Tensor pow_tt(const Tensor& a, const Tensor& e) {
   if (is_cpu_scalar(e)) return wrap(lz(a).pow(cpu_scalar(e)));
   return wrap(lz(a).pow(lz(e)));
 }
 Tensor& pow__s(Tensor& a, const c10::Scalar& e) {
+  check_int_pow(a, e);
   LT t = lz(a);
   t.pow_(to_lz(e));
   return a;
