@@ -69,6 +69,9 @@ Tensor& index_add_(Tensor& self, int64_t dim, const Tensor& index, const Tensor&
   return self;
 }
 Tensor gather(const Tensor& self, int64_t dim, const Tensor& index, bool) {
+  if (index.numel() == 0) {  // eager takes an empty index of any dtype
+    return wrap(lazyx::zeros(to_shape(index.sizes()), lz(self).dtype()));
+  }
   LT r = v1(self).gather(wrap_dim(dim, self.dim()), v1(index));
   return wrap(index.dim() == 0 ? r.reshape({}) : r);
 }
