@@ -158,12 +158,19 @@ Tensor where_self(const Tensor& c, const Tensor& a, const Tensor& b) {
   return wrap(lazyx::where(lz(c), lz(a), lz(b)));
 }
 
+// With integer operands eager truncates a floating `value` to an integer.
+lazyx::Scalar addc_value(const Tensor& s, const Tensor& t1, const Tensor& t2, const c10::Scalar& v) {
+  const bool ints = c10::isIntegralType(s.scalar_type(), true) &&
+                    c10::isIntegralType(t1.scalar_type(), true) &&
+                    c10::isIntegralType(t2.scalar_type(), true);
+  return ints && v.isFloatingPoint() ? to_lz(c10::Scalar(v.toLong())) : to_lz(v);
+}
 Tensor addcmul(const Tensor& s, const Tensor& t1, const Tensor& t2, const c10::Scalar& v) {
-  return wrap(lz(s).add(lz(t1).mul(lz(t2)), to_lz(v)));
+  return wrap(lz(s).add(lz(t1).mul(lz(t2)), addc_value(s, t1, t2, v)));
 }
 Tensor& addcmul_(Tensor& s, const Tensor& t1, const Tensor& t2, const c10::Scalar& v) {
   LT t = lz(s);
-  t.add_(lz(t1).mul(lz(t2)), to_lz(v));
+  t.add_(lz(t1).mul(lz(t2)), addc_value(s, t1, t2, v));
   return s;
 }
 Tensor addcdiv(const Tensor& s, const Tensor& t1, const Tensor& t2, const c10::Scalar& v) {

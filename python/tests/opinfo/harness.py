@@ -49,7 +49,7 @@ def _tol(dtype):
             torch.bfloat16: (8e-2, 5e-2), torch.float16: (1e-2, 1e-2)}.get(dtype, (0, 0))
 
 
-def _compare(c, d, what, stats):
+def _compare(c, d, what, stats, tol_dtype=None):
     import torch
     from torch.utils._pytree import tree_flatten
     cl, _ = tree_flatten(c)
@@ -86,7 +86,7 @@ def _compare(c, d, what, stats):
                     raise Wrong(f"{what}[{i}]: statistics differ (mean {float(ys.mean()):.4g} "
                                 f"vs {float(xs.mean()):.4g}, std {float(ys.std()):.4g} vs {sd:.4g})")
             continue
-        atol, rtol = _tol(x.dtype)
+        atol, rtol = _tol(tol_dtype or x.dtype)
         try:
             torch.testing.assert_close(y, x, atol=atol, rtol=rtol, equal_nan=True,
                                        check_device=False, check_stride=False)
@@ -175,6 +175,24 @@ class S:
         return S(*f((self.input, self.args, self.kwargs)))
 
 
+def _upcast(tree):
+    import torch
+    from torch.utils._pytree import tree_map
+    return tree_map(lambda t: t.detach().cpu().float()
+                    if isinstance(t, torch.Tensor) and t.is_floating_point() else t, tree)
+
+
+def _run_f32(op, s, run, part):
+    """The op on CPU with the sample's 16-bit float tensors in float32."""
+    import torch
+    c = _upcast(_clone(s).map(lambda x: x))
+    c = S(*_upcast((c.input, c.args, c.kwargs)))
+    torch.manual_seed(0)
+    with torch.no_grad():
+        out = run(op, c)
+    return (out, c.input) if part == "inplace" else out
+
+
 def _call(op, s):
     return op(s.input, *s.args, **s.kwargs)
 
@@ -212,7 +230,14 @@ def _run_sample(op, dtype, s, dev, errors, wrongs):
                 c_res = (c_out, cs.input)
             else:
                 d_res, c_res = d_out, c_out
-            _compare(c_res, d_res, part, mode)
+            try:
+                _compare(c_res, d_res, part, mode)
+            except Wrong as e:
+                # 16-bit floats: eager rounds differently inside some ops; the device passes if
+                # it is as close to the op computed in float32 on the same inputs.
+                if dtype not in (torch.bfloat16, torch.float16) or "not close" not in str(e):
+                    raise
+                _compare(_upcast(_run_f32(op, s, run, part)), _upcast(d_res), part, mode, dtype)
         except Wrong as e:
             wrongs.append(str(e)[:300])
             continue
@@ -227,15 +252,22 @@ def _run_sample(op, dtype, s, dev, errors, wrongs):
         if not c_in or co is None or not co.requires_grad or len(c_in) != len(d_in):
             continue
         try:
-            cg = torch.autograd.grad(co.sum(), c_in, allow_unused=True)
+            cg = torch.autograd.grad(co.sum(), c_in, allow_unused=True, retain_graph=True)
+            cg2 = torch.autograd.grad(co.sum(), c_in, allow_unused=True)
         except Exception:
             continue
+        bmode = "shape" if mode == "random" else mode
+        try:  # eager's backward differs from itself (uninitialized memory): shapes only
+            _compare([torch.zeros(()) if g is None else g for g in cg],
+                     [torch.zeros(()) if g is None else g for g in cg2], "", "values")
+        except Wrong:
+            bmode = "shape"
         try:
             dg = torch.autograd.grad(do.sum(), d_in, allow_unused=True)
             lazyx.mark_step()
             cg = [torch.zeros(()) if g is None else g for g in cg]
             dg = [torch.zeros(()) if g is None else g for g in dg]
-            _compare(cg, dg, "backward", "shape" if mode == "random" else mode)
+            _compare(cg, dg, "backward", bmode)
         except Wrong as e:
             wrongs.append(str(e)[:300])
         except Exception as e:
