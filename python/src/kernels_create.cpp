@@ -56,7 +56,8 @@ void check_written(const Tensor& t) {
   TORCH_CHECK(!t.defined() || is_lazyx(t),
               "Expected all tensors to be on the same device, but found at least two devices, ",
               device(), " and ", t.device(), "! ([lazyx] an op writes into a tensor on ",
-              t.device(), " from operands on the lazyx device; move it with .to(lazyx.device()) "
+              t.device(),
+              " from operands on the lazyx device; move it with .to(lazyx.device()) "
               "or the operands with .cpu())");
 }
 

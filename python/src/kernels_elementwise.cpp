@@ -159,7 +159,8 @@ Tensor where_self(const Tensor& c, const Tensor& a, const Tensor& b) {
 }
 
 // With integer operands eager truncates a floating `value` to an integer.
-lazyx::Scalar addc_value(const Tensor& s, const Tensor& t1, const Tensor& t2, const c10::Scalar& v) {
+lazyx::Scalar addc_value(const Tensor& s, const Tensor& t1, const Tensor& t2,
+                         const c10::Scalar& v) {
   const bool ints = c10::isIntegralType(s.scalar_type(), true) &&
                     c10::isIntegralType(t1.scalar_type(), true) &&
                     c10::isIntegralType(t2.scalar_type(), true);

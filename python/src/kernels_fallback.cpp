@@ -281,7 +281,8 @@ std::tuple<Tensor, Tensor, Tensor> convolution_backward_overrideable(
 
 // Sparse layouts have no lazyx kernels: every op on them raises, naming the layout.
 void sparse_fallback(const c10::OperatorHandle& op, torch::jit::Stack*) {
-  TORCH_CHECK(false, "[", op.schema().name(), "] sparse layouts are not supported on the lazyx "
+  TORCH_CHECK(false, "[", op.schema().name(),
+              "] sparse layouts are not supported on the lazyx "
               "device (only torch.strided); use .to_dense() first or run the sparse op on CPU.");
 }
 

@@ -59,8 +59,8 @@ std::tuple<Tensor, Tensor> max_dim(const Tensor& a, int64_t dim, bool keepdim) {
   return {wrap(x.amax({dim}, keepdim)), wrap(argmax_input(x).argmax(dim, keepdim))};
 }
 Tensor argmax(const Tensor& a, optional<int64_t> dim, bool keepdim) {
-  return wrap(argmax_input(lz(a)).argmax(dim.has_value() ? std::optional<int64_t>(*dim) : std::nullopt,
-                                        keepdim));
+  return wrap(argmax_input(lz(a)).argmax(
+      dim.has_value() ? std::optional<int64_t>(*dim) : std::nullopt, keepdim));
 }
 Tensor logsumexp(const Tensor& a, c10::IntArrayRef dim, bool keepdim) {
   return wrap(lz(a).logsumexp(to_dims(dim), keepdim));

@@ -89,8 +89,10 @@ void resize_output(const Tensor& out, c10::IntArrayRef size) {
 }
 
 Tensor& write_out(Tensor& out, LT r) {
-  TORCH_CHECK(is_lazyx(out), "Expected all tensors to be on the same device, but found at least "
-              "two devices, privateuseone:0 and ", out.device(), "! (out= tensor)");
+  TORCH_CHECK(is_lazyx(out),
+              "Expected all tensors to be on the same device, but found at least "
+              "two devices, privateuseone:0 and ",
+              out.device(), "! (out= tensor)");
   TORCH_CHECK(to_at(r.dtype()) == out.scalar_type(), "Expected out tensor to have dtype ",
               to_at(r.dtype()), ", but got ", out.scalar_type(), " instead");
   resize_output(out, c10::IntArrayRef(r.sizes().data(), r.sizes().size()));
@@ -129,7 +131,8 @@ Tensor& set_empty(Tensor& self) {
 Tensor& set_storage_offset(Tensor& self, c10::Storage source, c10::SymInt offset,
                            c10::SymIntArrayRef size, c10::SymIntArrayRef stride) {
   LzStorage* st = lz_storage(source);
-  TORCH_CHECK(st != nullptr, "[set_] the storage is not a lazyx storage; use a tensor on the "
+  TORCH_CHECK(st != nullptr,
+              "[set_] the storage is not a lazyx storage; use a tensor on the "
               "lazyx device as the source.");
   TORCH_CHECK(st->root.dtype() == lz_impl(self)->tensor().dtype(),
               "[set_] the storage holds another dtype; convert the tensor first.");
@@ -140,7 +143,8 @@ Tensor& set_storage_offset(Tensor& self, c10::Storage source, c10::SymInt offset
 
 Tensor& set_storage(Tensor& self, c10::Storage source) {
   LzStorage* st = lz_storage(source);
-  TORCH_CHECK(st != nullptr, "[set_] the storage is not a lazyx storage; use a tensor on the "
+  TORCH_CHECK(st != nullptr,
+              "[set_] the storage is not a lazyx storage; use a tensor on the "
               "lazyx device as the source.");
   const std::vector<c10::SymInt> size = {c10::SymInt(st->root.numel())}, stride = {c10::SymInt(1)};
   return set_storage_offset(self, source, c10::SymInt(0), size, stride);

@@ -201,13 +201,15 @@ def test_ops_that_raised(case):
     close(fn(a.to(DEV), b.to(DEV)), fn(a, b), atol=1e-5, rtol=1e-5)
 
 
-@pytest.mark.parametrize("case", ["gather", "index_select", "index_add", "index_copy", "scatter_add"])
+@pytest.mark.parametrize("case", ["gather", "index_select", "index_add", "index_copy",
+                                  "scatter_add"])
 def test_zero_dim_index_ops(case):
     s = torch.tensor(5.0)
     i, i0 = torch.tensor([0]), torch.tensor(0)
     fns = {"gather": lambda s, i, i0: (s.gather(0, i), s.gather(0, i0)),
            "index_select": lambda s, i, i0: (s.index_select(0, i), s.index_select(0, i0)),
-           "index_add": lambda s, i, i0: (s.index_add(0, i, s.reshape(1) * 2), s.index_add(0, i, s)),
+           "index_add": lambda s, i, i0: (s.index_add(0, i, s.reshape(1) * 2),
+                                          s.index_add(0, i, s)),
            "index_copy": lambda s, i, i0: (s.clone().index_copy_(0, i, s.reshape(1) * 3),),
            "scatter_add": lambda s, i, i0: (s.scatter_add(0, i, s.reshape(1)),)}
     for d, c in zip(fns[case](s.to(DEV), i.to(DEV), i0.to(DEV)), fns[case](s, i, i0)):

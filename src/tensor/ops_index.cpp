@@ -35,7 +35,8 @@ const TensorImpl& index_arg(const char* op, const Tensor& index, int64_t size,
                             bool allow_negative = false) {
   const TensorImpl& ii = impl_of(op, index);
   if (!is_integral(ii.dtype())) {
-    ir::fail(op, std::string("index must be an integer tensor, got ") + dtype_name(ii.dtype()) + ".");
+    ir::fail(op,
+             std::string("index must be an integer tensor, got ") + dtype_name(ii.dtype()) + ".");
   }
   if (auto vals = known_indices(ii)) {
     for (int64_t v : *vals) {

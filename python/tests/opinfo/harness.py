@@ -63,8 +63,6 @@ def _compare(c, d, what, stats, tol_dtype=None):
             if x != y and not (isinstance(x, float) and x != x and y != y):
                 raise Wrong(f"{what}[{i}]: {y!r}, eager gives {x!r}")
             continue
-        if x.device.type == "cpu" and y.device.type == "cpu" and x.layout == y.layout:
-            pass
         if y.dtype != x.dtype:
             raise Wrong(f"{what}[{i}]: dtype {y.dtype}, eager gives {x.dtype}")
         if y.shape != x.shape:
@@ -83,8 +81,8 @@ def _compare(c, d, what, stats, tol_dtype=None):
                 sd = float(xs.std()) if xs.numel() > 1 else 1.0
                 if abs(float(xs.mean()) - float(ys.mean())) > 0.25 * sd + 1e-3 or \
                         abs(float(ys.std()) - sd) > 0.25 * sd + 1e-3:
-                    raise Wrong(f"{what}[{i}]: statistics differ (mean {float(ys.mean()):.4g} "
-                                f"vs {float(xs.mean()):.4g}, std {float(ys.std()):.4g} vs {sd:.4g})")
+                    raise Wrong(f"{what}[{i}]: statistics differ (mean {float(ys.mean()):.4g} vs "
+                            f"{float(xs.mean()):.4g}, std {float(ys.std()):.4g} vs {sd:.4g})")
             continue
         atol, rtol = _tol(tol_dtype or x.dtype)
         try:
@@ -193,6 +191,11 @@ def _run_f32(op, s, run, part):
     return (out, c.input) if part == "inplace" else out
 
 
+def _err(e):
+    first = str(e).splitlines()[0][:240] if str(e) else ""
+    return f"{type(e).__name__}: {first}"
+
+
 def _call(op, s):
     return op(s.input, *s.args, **s.kwargs)
 
@@ -242,12 +245,13 @@ def _run_sample(op, dtype, s, dev, errors, wrongs):
             wrongs.append(str(e)[:300])
             continue
         except Exception as e:
-            errors.append(f"{part}: {type(e).__name__}: {str(e).splitlines()[0][:240] if str(e) else ''}")
+            errors.append(f"{part}: {_err(e)}")
             continue
         if part != "forward" or not dtype.is_floating_point or not op.supports_autograd:
             continue
         # Backward: gradients of the first output's sum w.r.t. every differentiable input.
-        c_in, d_in = _leaves((cs.input, cs.args, cs.kwargs)), _leaves((ds.input, ds.args, ds.kwargs))
+        c_in = _leaves((cs.input, cs.args, cs.kwargs))
+        d_in = _leaves((ds.input, ds.args, ds.kwargs))
         co, do = _first_out(c_out), _first_out(d_out)
         if not c_in or co is None or not co.requires_grad or len(c_in) != len(d_in):
             continue
@@ -271,7 +275,7 @@ def _run_sample(op, dtype, s, dev, errors, wrongs):
         except Wrong as e:
             wrongs.append(str(e)[:300])
         except Exception as e:
-            errors.append(f"backward: {type(e).__name__}: {str(e).splitlines()[0][:240] if str(e) else ''}")
+            errors.append(f"backward: {_err(e)}")
 
 
 def run_op(op, dtype_name, cap):
