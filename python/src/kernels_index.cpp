@@ -93,8 +93,13 @@ Tensor& scatter_add_(Tensor& self, int64_t dim, const Tensor& index, const Tenso
   t.scatter_add_(wrap_dim(dim, self.dim()), v1(index), v1(src));
   return self;
 }
+// Out of place, a mask of more dims broadcasts the result, as in eager.
 Tensor masked_fill_s(const Tensor& self, const Tensor& mask, const c10::Scalar& v) {
-  return wrap(lz(self).masked_fill(lz(mask), to_lz(v)));
+  LT x = lz(self);
+  if (mask.sizes() != self.sizes()) {
+    x = x.expand(to_shape(at::infer_size(self.sizes(), mask.sizes())));
+  }
+  return wrap(x.masked_fill(lz(mask), to_lz(v)));
 }
 Tensor& masked_fill__s(Tensor& self, const Tensor& mask, const c10::Scalar& v) {
   LT t = lz(self);
@@ -216,7 +221,12 @@ Tensor cat(const at::ITensorListRef& tensors, int64_t dim) {
     ts.push_back(lz(t));
     nd = t.dim();
   }
-  TORCH_CHECK(!ts.empty(), "[cat] expected a non-empty list of tensors.");
+  TORCH_CHECK(tensors.size() > 0, "[cat] expected a non-empty list of tensors.");
+  if (ts.empty()) {  // only legacy empty tensors: an empty result of the promoted dtype
+    c10::ScalarType st = tensors.front().scalar_type();
+    for (const Tensor& t : tensors) st = c10::promoteTypes(st, t.scalar_type());
+    return wrap(lazyx::zeros({0}, to_lz(st)));
+  }
   return wrap(lazyx::cat(ts, wrap_dim(dim, nd)));
 }
 

@@ -9,7 +9,7 @@ import harness
 import lazyx
 
 # CI budget: every dtype, with fewer samples per op beyond float32.
-PLAN = [("float32", 4), ("float64", 2), ("bfloat16", 2), ("int64", 2), ("bool", 2)]
+PLAN = [("float32", 8), ("float64", 4), ("bfloat16", 4), ("int64", 4), ("bool", 4)]
 
 
 def _table_path():
