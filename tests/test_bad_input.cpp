@@ -99,7 +99,7 @@ std::vector<Case> cases() {
       {"where: condition not bool", [](World& w) { (void)where(w.i64, w.i64, w.i64); }, "where", {"condition must be bool"}},
       {"masked_fill: mask not bool", [](World& w) { (void)w.b.masked_fill(w.b, 0); }, "masked_fill", {"mask must be bool"}},
       {"clamp: no bounds", [](World& w) { (void)w.a.clamp(std::nullopt, std::nullopt); }, "clamp", {"at least one"}},
-      {"index_select: float index", [](World& w) { (void)w.a.index_select(0, w.b); }, "index_select", {"int64 or int32"}},
+      {"index_select: float index", [](World& w) { (void)w.a.index_select(0, w.b); }, "index_select", {"integer tensor"}},
       {"index_copy_: source dtype", [](World& w) { w.b.index_copy_(0, w.i64, w.i64); }, "index_copy_", {"dtype"}},
       {"rand: int64 dtype", [](World&) { (void)rand({2}, kInt64); }, "rand", {"int64"}},
       {"randn: bool dtype", [](World&) { (void)randn({2}, kBool); }, "randn", {"bool"}},

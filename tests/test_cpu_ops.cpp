@@ -119,7 +119,7 @@ int64_t numel(const Shape& s) {
 Tensor make(const Shape& s, Dtype d, uint32_t seed, double lo = -3, double hi = 3,
             bool specials = false) {
   std::vector<double> v = values(numel(s), seed, lo, hi, specials);
-  if (d == kInt32 || d == kInt64 || d == kBool) {
+  if (is_integral(d) || d == kBool) {
     std::vector<int64_t> iv(v.size());
     for (size_t i = 0; i < v.size(); ++i) {
       double x = std::isfinite(v[i]) ? v[i] : 7.0;
@@ -132,7 +132,7 @@ Tensor make(const Shape& s, Dtype d, uint32_t seed, double lo = -3, double hi = 
 
 const std::vector<Shape> kShapes = {{0}, {1}, {7}, {3, 5}, {2, 3, 7}, {1, 13, 1}, {131}, {}};
 const std::vector<Dtype> kFloats = {kFloat32, kFloat64, kFloat16, kBFloat16};
-const std::vector<Dtype> kInts = {kInt32, kInt64};
+const std::vector<Dtype> kInts = {kInt32, kInt64, kUInt8, kInt8, kInt16};
 
 std::string name(const std::string& op, const Shape& s, Dtype d) {
   std::string r = op + " [";
@@ -260,6 +260,27 @@ TEST(CpuOps, BinaryAllDtypes) {
         return std::vector<Tensor>{x + y, x.lt(y)};
       });
     }
+  }  // The narrow integers: every op, and promotion among them (uint8 with int8 is int16).
+  for (Dtype a : {kUInt8, kInt8, kInt16}) {
+    auto names = std::vector<std::string>{};
+    std::vector<B> fs;
+    for (const auto& [op, f] : ops) {
+      names.push_back(name(op, {3, 7}, a));
+      fs.push_back(f);
+    }
+    check_many(names, [&, fs = fs] {
+      Tensor x = make({3, 7}, a, 5, -3, 3, true), y = make({7}, a, 6);
+      std::vector<Tensor> r;
+      for (const B& f : fs) r.push_back(f(x, y));
+      return r;
+    });
+    for (Dtype b : {kUInt8, kInt8, kInt16, kInt64, kFloat32, kBool}) {
+      std::string ab = std::string(dtype_name(a)) + " " + dtype_name(b);
+      check_many({"add mixed " + ab, "mul mixed " + ab}, [&] {
+        Tensor x = make({3, 7}, a, 9), y = make({7}, b, 10);
+        return std::vector<Tensor>{x + y, x * y};
+      });
+    }
   }
 }
 
@@ -277,7 +298,8 @@ TEST(CpuOps, PowAndHostScalars) {
 }
 
 TEST(CpuOps, WhereAndCasts) {
-  std::vector<Dtype> dts = {kFloat32, kFloat64, kFloat16, kBFloat16, kInt32, kInt64, kBool};
+  std::vector<Dtype> dts = {kFloat32, kFloat64, kFloat16, kBFloat16, kInt32, kInt64, kBool,
+                            kUInt8,   kInt8,    kInt16};
   for (Dtype d : dts) {
     check(name("where", {3, 7}, d), [&] {
       return where(make({3, 1}, kBool, 17), make({3, 7}, d, 18), make({7}, d, 19));
@@ -296,6 +318,11 @@ TEST(CpuOps, WhereAndCasts) {
   check("cast huge float to int32", [] {
     return tensor<double>({1e30, -1e30, NAN, 3.7, -3.7, 2147483648.0}, {6}).to(kInt32);
   });
+  for (Dtype to : {kUInt8, kInt8, kInt16}) {  // through int32, wrapping, as eager on x86
+    check(std::string("cast huge float to ") + dtype_name(to), [to] {
+      return tensor<double>({1e30, NAN, 300.7, -3.7, -200.0, 70000.0}, {6}).to(to);
+    });
+  }
 }
 
 TEST(CpuOps, Creation) {

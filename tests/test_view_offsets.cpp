@@ -138,6 +138,17 @@ TEST_P(ViewOffsets, StaticOffsetsSwitchCompilesEach) {
   unsetenv("LAZYX_STATIC_VIEW_OFFSETS");
 }
 
+// Bounds stay checked: a window past the buffer's end raises when it is made, so a program
+// never receives an offset that reads outside its parameter.
+TEST_P(ViewOffsets, WindowsPastTheEndRaise) {
+  Tensor src = materialized(iota(100), {100});
+  testing::expect_error([&] { (void)src.narrow(0, 95, 10); }, {"narrow"});
+  testing::expect_error([&] { (void)src.as_strided({3}, {2}, 96); }, {"as_strided"});
+  Tensor y = src.narrow(0, 90, 10) + 1;  // the last valid window still runs
+  mark_step();
+  expect_floats(y, {91, 92, 93, 94, 95, 96, 97, 98, 99, 100});
+}
+
 std::vector<std::string> all_backends() { return backend_names(); }
 
 INSTANTIATE_TEST_SUITE_P(Backends, ViewOffsets, ::testing::ValuesIn(all_backends()),

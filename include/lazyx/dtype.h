@@ -7,7 +7,11 @@
 
 namespace lazyx {
 
-enum class Dtype : uint8_t { Bool, Int32, Int64, Float16, BFloat16, Float32, Float64 };
+// The narrow integers come last so that the numbers of the older dtypes (in cached programs'
+// keys) stay as they were.
+enum class Dtype : uint8_t {
+  Bool, Int32, Int64, Float16, BFloat16, Float32, Float64, UInt8, Int8, Int16
+};
 
 constexpr Dtype kBool = Dtype::Bool;
 constexpr Dtype kInt32 = Dtype::Int32;
@@ -16,6 +20,9 @@ constexpr Dtype kFloat16 = Dtype::Float16;
 constexpr Dtype kBFloat16 = Dtype::BFloat16;
 constexpr Dtype kFloat32 = Dtype::Float32;
 constexpr Dtype kFloat64 = Dtype::Float64;
+constexpr Dtype kUInt8 = Dtype::UInt8;
+constexpr Dtype kInt8 = Dtype::Int8;
+constexpr Dtype kInt16 = Dtype::Int16;
 
 size_t dtype_size(Dtype d);
 const char* dtype_name(Dtype d);
@@ -33,6 +40,12 @@ template <>
 constexpr Dtype dtype_of<bool>() { return kBool; }
 template <>
 constexpr Dtype dtype_of<int32_t>() { return kInt32; }
+template <>
+constexpr Dtype dtype_of<uint8_t>() { return kUInt8; }
+template <>
+constexpr Dtype dtype_of<int8_t>() { return kInt8; }
+template <>
+constexpr Dtype dtype_of<int16_t>() { return kInt16; }
 template <>
 constexpr Dtype dtype_of<int64_t>() { return kInt64; }
 template <>

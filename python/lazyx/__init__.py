@@ -20,6 +20,7 @@ from . import metrics
 from . import _printing
 from . import _serialization
 from . import dist  # lazyx.dist; registers the torch.distributed backend "lazyx"
+from . import _ties
 from ._serialization import save
 from .buckets import set_shape_buckets, get_shape_buckets, bucket_size, pad_to_bucket
 from . import _diagnostics
@@ -28,6 +29,7 @@ from ._diagnostics import set_debug, debug_level, allow_sync, sync_allowed, prof
 _serialization.install()  # copy.deepcopy, torch.save and torch.load of device tensors
 _printing.install()  # print(t) copies t to CPU once instead of falling back op by op
 _diagnostics.install()  # syncs name the user's frames, not lazyx's or torch's
+_ties.install(_C.device_type())  # model.to(device) keeps tied parameters tied
 
 __all__ = [
     "device", "mark_step", "sync", "set_buffer_donation", "get_buffer_donation", "is_donated",

@@ -32,7 +32,8 @@ struct LzTensorImpl final : public c10::TensorImpl {
   void set_tensor(lazyx::Tensor t, c10::Storage storage);
   // Fresh: made by empty/empty_strided and not used since, so a copy_ into it may take the
   // source's handle instead of recording a copy (the tensor then holds the uploaded buffer).
-  bool fresh() const { return fresh_; }
+  // Never while another tensor (a view) shares the storage: the view would lose its base.
+  bool fresh() const { return fresh_ && storage_.use_count() == 1; }
   void set_fresh(bool f) { fresh_ = f; }
   void refresh_meta();
 

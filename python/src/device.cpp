@@ -125,15 +125,16 @@ lazyx::Dtype to_lz(c10::ScalarType t) {
       return lazyx::kFloat32;
     case c10::ScalarType::Double:
       return lazyx::kFloat64;
-    // Narrow integer types have no lazyx counterpart; they live on the device as int32.
     case c10::ScalarType::Byte:
+      return lazyx::kUInt8;
     case c10::ScalarType::Char:
+      return lazyx::kInt8;
     case c10::ScalarType::Short:
-      return lazyx::kInt32;
+      return lazyx::kInt16;
     default:
       TORCH_CHECK(false, "[lazyx] dtype ", t,
                   " is not supported on the lazyx device. Use float32, float64, float16, "
-                  "bfloat16, int64, int32 or bool.");
+                  "bfloat16, int64, int32, int16, int8, uint8 or bool.");
   }
 }
 
@@ -141,6 +142,12 @@ c10::ScalarType to_at(lazyx::Dtype d) {
   switch (d) {
     case lazyx::Dtype::Bool:
       return c10::ScalarType::Bool;
+    case lazyx::Dtype::UInt8:
+      return c10::ScalarType::Byte;
+    case lazyx::Dtype::Int8:
+      return c10::ScalarType::Char;
+    case lazyx::Dtype::Int16:
+      return c10::ScalarType::Short;
     case lazyx::Dtype::Int32:
       return c10::ScalarType::Int;
     case lazyx::Dtype::Int64:
@@ -227,15 +234,6 @@ at::Tensor wrap_view(lazyx::Tensor t, const at::Tensor& of) {
 // data, with no staging vector.
 lazyx::Tensor upload(const at::Tensor& cpu) {
   at::Tensor c = cpu.contiguous();
-  switch (c.scalar_type()) {
-    case c10::ScalarType::Byte:
-    case c10::ScalarType::Char:
-    case c10::ScalarType::Short:
-      c = c.to(at::kInt);
-      break;
-    default:
-      break;
-  }
   const lazyx::Dtype d = to_lz(c.scalar_type());  // raises for unsupported dtypes
   char none = 0;
   return lazyx::from_host(c.numel() > 0 ? c.data_ptr() : &none,

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <optional>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -43,6 +44,11 @@ inline LT operand(const at::Tensor& t, const LT& like) {
 // private handle directly, so `.to(device)` leaves it holding the uploaded buffer.
 at::Tensor& assign(at::Tensor& self, LT v, bool v_is_private);
 
+// PyTorch's resize_ (the storage keeps its data), and the out= rule: an out tensor of another
+// shape is resized (with torch's warning unless it was empty), then takes the result `r`.
+void resize_impl(const at::Tensor& self, c10::IntArrayRef size);
+at::Tensor& write_out(at::Tensor& out, LT r);
+
 // dst <- src, any direction between CPU and the device.
 void copy_impl(const at::Tensor& dst, const at::Tensor& src);
 
@@ -50,12 +56,23 @@ void copy_impl(const at::Tensor& dst, const at::Tensor& src);
 // message: torch's bindings turn a torch::PyTorchError into its python_type() (module.cpp).
 [[noreturn]] void rethrow_op_error(const lazyx::Error& e);
 
+// A tensor an op writes (in place or out=) must be on the device: PyTorch dispatches an op to
+// the device when any operand is there, and writing into an upload of a CPU tensor would lose the
+// write. Raises as CUDA does for mixed devices.
+void check_written(const at::Tensor& t);
+template <class A, class V>
+inline void check_arg(const V& v) {
+  if constexpr (std::is_same_v<A, at::Tensor&>) check_written(v);
+}
+
 // Kernel F with engine errors rethrown by rethrow_op_error; register kernels with LZ_FN(f).
+// Every non-const Tensor& argument (what the op writes) is checked by check_written.
 template <auto F>
 struct Guarded;
 template <class R, class... A, R (*F)(A...)>
 struct Guarded<F> {
   static R call(A... a) {
+    (check_arg<A>(a), ...);
     try {
       return F(std::forward<A>(a)...);
     } catch (const lazyx::Error& e) {

@@ -53,6 +53,15 @@ void copy_impl(const Tensor& dst, const Tensor& src) {
   dst.copy_(c);
 }
 
+void check_written(const Tensor& t) {
+  TORCH_CHECK(!t.defined() || is_lazyx(t),
+              "Expected all tensors to be on the same device, but found at least two devices, ",
+              device(), " and ", t.device(), "! ([lazyx] an op writes into a tensor on ",
+              t.device(),
+              " from operands on the lazyx device; move it with .to(lazyx.device()) "
+              "or the operands with .cpu())");
+}
+
 namespace {
 
 Tensor empty_memory_format(c10::SymIntArrayRef size, optional<c10::ScalarType> dtype,
@@ -72,8 +81,13 @@ Tensor empty_strided(c10::SymIntArrayRef size, c10::SymIntArrayRef, optional<c10
   return t;
 }
 
+// copy_ writes CPU tensors too (device to host): registered without check_written.
 Tensor& copy_(Tensor& self, const Tensor& src, bool) {
-  copy_impl(self, src);
+  try {
+    copy_impl(self, src);
+  } catch (const lazyx::Error& e) {
+    rethrow_op_error(e);
+  }
   return self;
 }
 
@@ -84,25 +98,12 @@ Tensor _copy_from(const Tensor& self, const Tensor& dst, bool) {
 
 Tensor _copy_from_and_resize(const Tensor& self, const Tensor& dst) {
   if (is_lazyx(dst) && dst.sizes() != self.sizes()) {
-    LzTensorImpl* impl = lz_impl(dst);
-    LT z = lazyx::zeros(to_shape(self.sizes()), impl->tensor().dtype());
-    impl->set_tensor(z, c10::Storage(c10::make_intrusive<LzStorage>(z)));
-    impl->set_fresh(true);
+    resize_impl(dst, self.sizes());
   } else if (!is_lazyx(dst) && dst.sizes() != self.sizes()) {
     dst.resize_(self.sizes());
   }
   copy_impl(dst, self);
   return dst;
-}
-
-const Tensor& resize_(const Tensor& self, c10::SymIntArrayRef size, optional<c10::MemoryFormat>) {
-  LzTensorImpl* impl = lz_impl(self);
-  Shape s = to_shape(size);
-  if (impl->tensor().sizes() == s) return self;
-  LT z = lazyx::zeros(s, impl->tensor().dtype());
-  impl->set_tensor(z, c10::Storage(c10::make_intrusive<LzStorage>(z)));
-  impl->set_fresh(true);
-  return self;
 }
 
 Tensor clone(const Tensor& self, optional<c10::MemoryFormat>) { return wrap(lz(self).clone()); }
@@ -113,6 +114,9 @@ c10::Scalar _local_scalar_dense(const Tensor& self) {
   switch (t.dtype()) {
     case lazyx::Dtype::Bool:
       return c10::Scalar(t.item<bool>());
+    case lazyx::Dtype::UInt8:
+    case lazyx::Dtype::Int8:
+    case lazyx::Dtype::Int16:
     case lazyx::Dtype::Int32:
     case lazyx::Dtype::Int64:
       return c10::Scalar(t.item<int64_t>());
@@ -217,10 +221,9 @@ Tensor& arange_out(const c10::Scalar& start, const c10::Scalar& end, const c10::
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("empty.memory_format", LZ_FN(empty_memory_format));
   m.impl("empty_strided", LZ_FN(empty_strided));
-  m.impl("copy_", LZ_FN(copy_));
+  m.impl("copy_", TORCH_FN(copy_));
   m.impl("_copy_from", LZ_FN(_copy_from));
   m.impl("_copy_from_and_resize", LZ_FN(_copy_from_and_resize));
-  m.impl("resize_", LZ_FN(resize_));
   m.impl("clone", LZ_FN(clone));
   m.impl("_local_scalar_dense", LZ_FN(_local_scalar_dense));
   m.impl("fill_.Scalar", LZ_FN(fill_scalar));

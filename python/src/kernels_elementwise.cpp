@@ -96,21 +96,29 @@ BINARY_TS(div, div, /)
 #undef BINARY_TS
 
 // Out variants (DDP's reducer writes grad / world_size into its bucket with mul.out).
-Tensor& out_of(Tensor& out, const Tensor& r) {
-  if (out.sizes() != r.sizes()) out.resize_(r.sizes());
-  LT o = lz(out);
-  o.copy_(lz(r));
-  return out;
+Tensor& mul_out(const Tensor& a, const Tensor& b, Tensor& out) {
+  return write_out(out, lz(mul_t(a, b)));
 }
-Tensor& mul_out(const Tensor& a, const Tensor& b, Tensor& out) { return out_of(out, mul_t(a, b)); }
-Tensor& div_out(const Tensor& a, const Tensor& b, Tensor& out) { return out_of(out, div_t(a, b)); }
+Tensor& div_out(const Tensor& a, const Tensor& b, Tensor& out) {
+  return write_out(out, lz(div_t(a, b)));
+}
 
-Tensor pow_ts(const Tensor& a, const c10::Scalar& e) { return wrap(lz(a).pow(to_lz(e))); }
+// Eager refuses an integer tensor to a negative integer scalar power (the result is not an
+// integer); a tensor exponent follows the engine's integer pow.
+void check_int_pow(const Tensor& a, const c10::Scalar& e) {
+  TORCH_CHECK(!(c10::isIntegralType(a.scalar_type(), true) && e.isIntegral(true) && e.toLong() < 0),
+              "Integers to negative integer powers are not allowed.");
+}
+Tensor pow_ts(const Tensor& a, const c10::Scalar& e) {
+  check_int_pow(a, e);
+  return wrap(lz(a).pow(to_lz(e)));
+}
 Tensor pow_tt(const Tensor& a, const Tensor& e) {
   if (is_cpu_scalar(e)) return wrap(lz(a).pow(cpu_scalar(e)));
   return wrap(lz(a).pow(lz(e)));
 }
 Tensor& pow__s(Tensor& a, const c10::Scalar& e) {
+  check_int_pow(a, e);
   LT t = lz(a);
   t.pow_(to_lz(e));
   return a;
@@ -123,16 +131,10 @@ Tensor minimum(const Tensor& a, const Tensor& b) {
   return wrap(lazyx::minimum(lz(a), operand(b, lz(a))));
 }
 Tensor& maximum_out(const Tensor& a, const Tensor& b, Tensor& out) {
-  LT r = lazyx::maximum(lz(a), operand(b, lz(a)));
-  LT o = lz(out);
-  o.copy_(r);
-  return out;
+  return write_out(out, lazyx::maximum(lz(a), operand(b, lz(a))));
 }
 Tensor& minimum_out(const Tensor& a, const Tensor& b, Tensor& out) {
-  LT r = lazyx::minimum(lz(a), operand(b, lz(a)));
-  LT o = lz(out);
-  o.copy_(r);
-  return out;
+  return write_out(out, lazyx::minimum(lz(a), operand(b, lz(a))));
 }
 std::optional<lazyx::Scalar> opt(const optional<c10::Scalar>& s) {
   if (!s.has_value()) return std::nullopt;
@@ -164,12 +166,20 @@ Tensor where_self(const Tensor& c, const Tensor& a, const Tensor& b) {
   return wrap(lazyx::where(lz(c), lz(a), lz(b)));
 }
 
+// With integer operands eager truncates a floating `value` to an integer.
+lazyx::Scalar addc_value(const Tensor& s, const Tensor& t1, const Tensor& t2,
+                         const c10::Scalar& v) {
+  const bool ints = c10::isIntegralType(s.scalar_type(), true) &&
+                    c10::isIntegralType(t1.scalar_type(), true) &&
+                    c10::isIntegralType(t2.scalar_type(), true);
+  return ints && v.isFloatingPoint() ? to_lz(c10::Scalar(v.toLong())) : to_lz(v);
+}
 Tensor addcmul(const Tensor& s, const Tensor& t1, const Tensor& t2, const c10::Scalar& v) {
-  return wrap(lz(s).add(lz(t1).mul(lz(t2)), to_lz(v)));
+  return wrap(lz(s).add(lz(t1).mul(lz(t2)), addc_value(s, t1, t2, v)));
 }
 Tensor& addcmul_(Tensor& s, const Tensor& t1, const Tensor& t2, const c10::Scalar& v) {
   LT t = lz(s);
-  t.add_(lz(t1).mul(lz(t2)), to_lz(v));
+  t.add_(lz(t1).mul(lz(t2)), addc_value(s, t1, t2, v));
   return s;
 }
 Tensor addcdiv(const Tensor& s, const Tensor& t1, const Tensor& t2, const c10::Scalar& v) {

@@ -230,6 +230,22 @@ bool is_view_alias(const c10::AliasInfo* ai) {
   return false;
 }
 
+// torch's CPU batch norm divides by zero on an empty input (GroupNorm reaches it with an empty
+// batch): answer as eager does on other devices, an empty output and zero statistics.
+bool empty_batch_norm(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  if (op.schema().name() != "aten::native_batch_norm") return false;
+  const size_t n = op.schema().arguments().size();
+  const Tensor input = (*stack)[stack->size() - n].toTensor();
+  if (input.numel() != 0) return false;
+  const int64_t c = input.dim() > 1 ? input.size(1) : 0;
+  const auto cpu = input.options().device(at::kCPU);
+  Tensor out = to_device(at::empty(input.sizes(), cpu));
+  Tensor mean = to_device(at::zeros({c}, cpu)), invstd = to_device(at::zeros({c}, cpu));
+  torch::jit::drop(*stack, n);
+  torch::jit::push(*stack, out, mean, invstd);
+  return true;
+}
+
 void lazyx_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const auto& schema = op.schema();
   // On CPU a view op would return a copy, and writes through it would be silently lost.
@@ -239,9 +255,22 @@ void lazyx_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
                 "a view. Call .cpu() on the input first, or add a view kernel to "
                 "python/src/kernels_views.cpp.");
   }
+  // A written CPU tensor next to device operands: raise as CUDA does (check_written).
+  const auto& args = schema.arguments();
+  for (size_t i = 0; i < args.size(); ++i) {
+    const c10::AliasInfo* ai = args[i].alias_info();
+    if (ai == nullptr || !ai->isWrite()) continue;
+    const c10::IValue& v = *(stack->end() - static_cast<std::ptrdiff_t>(args.size() - i));
+    if (v.isTensor()) {
+      check_written(v.toTensor());
+    } else if (v.isTensorList()) {
+      for (const Tensor& t : v.toTensorVector()) check_written(t);
+    }
+  }
   lazyx::metrics::add_counter(schema.name());
   PyCause cause("CPU fallback " + schema.name() + " needed the value");
   lazyx::ProfileSpan span(schema.name().c_str(), "fallback");
+  if (empty_batch_norm(op, stack)) return;
   if (const UnderDeclaredWrites* extra = under_declared_writes(op)) {
     tensor_list_fallback(op, stack, extra);
     return;
@@ -294,6 +323,17 @@ std::tuple<Tensor, Tensor, Tensor> convolution_backward_overrideable(
       output_mask[2] ? at::OptionalIntArrayRef(bias_sizes) : at::OptionalIntArrayRef(), stride,
       padding, dilation, transposed, output_padding, groups, output_mask);
   return {to_device(std::get<0>(r)), to_device(std::get<1>(r)), to_device(std::get<2>(r))};
+}
+
+// Sparse layouts have no lazyx kernels: every op on them raises, naming the layout.
+void sparse_fallback(const c10::OperatorHandle& op, torch::jit::Stack*) {
+  TORCH_CHECK(false, "[", op.schema().name(),
+              "] sparse layouts are not supported on the lazyx "
+              "device (only torch.strided); use .to_dense() first or run the sparse op on CPU.");
+}
+
+TORCH_LIBRARY_IMPL(_, SparsePrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&sparse_fallback>());
 }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {

@@ -16,36 +16,47 @@ using lazyx::Shape;
 
 namespace {
 
+// A 0-dim self (or index) takes part as a 1-D tensor of one element, as in eager; results get
+// eager's shape back. v1 of a 0-dim device tensor is a view, so in-place ops through it write self.
+LT v1(const LT& t) { return t.dim() == 0 ? t.view({1}) : t; }
+LT v1(const Tensor& t) { return v1(lz(t)); }
+
 Tensor index_select(const Tensor& self, int64_t dim, const Tensor& index) {
-  return wrap(lz(self).index_select(wrap_dim(dim, self.dim()), lz(index)));
+  LT r = v1(self).index_select(wrap_dim(dim, self.dim()), v1(index));
+  return wrap(self.dim() == 0 ? r.reshape({}) : r);
 }
 Tensor& index_copy_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& source) {
-  LT t = lz(self);
-  t.index_copy_(wrap_dim(dim, self.dim()), lz(index), lz(source));
+  LT t = v1(self);
+  t.index_copy_(wrap_dim(dim, self.dim()), v1(index), v1(source));
   return self;
 }
 Tensor index_copy(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source) {
-  return wrap(lz(self).index_copy(wrap_dim(dim, self.dim()), lz(index), lz(source)));
+  LT r = v1(self).index_copy(wrap_dim(dim, self.dim()), v1(index), v1(source));
+  return wrap(self.dim() == 0 ? r.reshape({}) : r);
 }
 // index_fill_ and index_add through index_copy_ and scatter_add (index_copy's and
-// index_select's backward): the index is broadcast along the other dims of `dim`.
+// index_select's backward): the index is broadcast along the other dims of `dim`. index_fill_
+// counts negative indices from the end, as eager does.
 Tensor& index_fill_(Tensor& self, int64_t dim, const Tensor& index, const c10::Scalar& value) {
   const int64_t d = wrap_dim(dim, self.dim());
-  LT t = lz(self);
+  LT t = v1(self);
   Shape shape = t.shape();
-  if (!shape.empty()) shape[d] = index.numel();
-  t.index_copy_(d, lz(index).reshape({index.numel()}), lazyx::full(shape, to_lz(value), t.dtype()));
+  shape[d] = index.numel();
+  LT i = lz(index).reshape({index.numel()});
+  i = lazyx::where(i.lt(0), i.add(lazyx::Scalar(static_cast<long long>(t.shape()[d]))), i);
+  t.index_copy_(d, i, lazyx::full(shape, to_lz(value), t.dtype()));
   return self;
 }
 LT index_add_value(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source,
                    const c10::Scalar& alpha) {
   const int64_t d = wrap_dim(dim, self.dim());
-  LT src = lz(source);
+  LT src = v1(source);
   if (alpha.toDouble() != 1.0) src = src * to_lz(alpha);
-  Shape at(static_cast<size_t>(std::max<int64_t>(source.dim(), 1)), 1);
+  Shape at(static_cast<size_t>(src.dim()), 1);
   at[d] = index.numel();
-  LT idx = lz(index).reshape(at).expand(src.shape().empty() ? Shape{1} : src.shape());
-  return lz(self).scatter_add(d, idx, src.shape().empty() ? src.reshape({1}) : src);
+  LT idx = lz(index).reshape(at).expand(src.shape());
+  LT r = v1(self).scatter_add(d, idx, src);
+  return self.dim() == 0 ? r.reshape({}) : r;
 }
 Tensor index_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source,
                  const c10::Scalar& alpha) {
@@ -58,26 +69,37 @@ Tensor& index_add_(Tensor& self, int64_t dim, const Tensor& index, const Tensor&
   return self;
 }
 Tensor gather(const Tensor& self, int64_t dim, const Tensor& index, bool) {
-  return wrap(lz(self).gather(wrap_dim(dim, self.dim()), lz(index)));
+  if (index.numel() == 0) {  // eager takes an empty index of any dtype
+    return wrap(lazyx::zeros(to_shape(index.sizes()), lz(self).dtype()));
+  }
+  LT r = v1(self).gather(wrap_dim(dim, self.dim()), v1(index));
+  return wrap(index.dim() == 0 ? r.reshape({}) : r);
 }
 Tensor scatter_src(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
-  return wrap(lz(self).scatter(wrap_dim(dim, self.dim()), lz(index), lz(src)));
+  LT r = v1(self).scatter(wrap_dim(dim, self.dim()), v1(index), v1(src));
+  return wrap(self.dim() == 0 ? r.reshape({}) : r);
 }
 Tensor& scatter__src(Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
-  LT t = lz(self);
-  t.scatter_(wrap_dim(dim, self.dim()), lz(index), lz(src));
+  LT t = v1(self);
+  t.scatter_(wrap_dim(dim, self.dim()), v1(index), v1(src));
   return self;
 }
 Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
-  return wrap(lz(self).scatter_add(wrap_dim(dim, self.dim()), lz(index), lz(src)));
+  LT r = v1(self).scatter_add(wrap_dim(dim, self.dim()), v1(index), v1(src));
+  return wrap(self.dim() == 0 ? r.reshape({}) : r);
 }
 Tensor& scatter_add_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
-  LT t = lz(self);
-  t.scatter_add_(wrap_dim(dim, self.dim()), lz(index), lz(src));
+  LT t = v1(self);
+  t.scatter_add_(wrap_dim(dim, self.dim()), v1(index), v1(src));
   return self;
 }
+// Out of place, a mask of more dims broadcasts the result, as in eager.
 Tensor masked_fill_s(const Tensor& self, const Tensor& mask, const c10::Scalar& v) {
-  return wrap(lz(self).masked_fill(lz(mask), to_lz(v)));
+  LT x = lz(self);
+  if (mask.sizes() != self.sizes()) {
+    x = x.expand(to_shape(at::infer_size(self.sizes(), mask.sizes())));
+  }
+  return wrap(x.masked_fill(lz(mask), to_lz(v)));
 }
 Tensor& masked_fill__s(Tensor& self, const Tensor& mask, const c10::Scalar& v) {
   LT t = lz(self);
@@ -199,7 +221,12 @@ Tensor cat(const at::ITensorListRef& tensors, int64_t dim) {
     ts.push_back(lz(t));
     nd = t.dim();
   }
-  TORCH_CHECK(!ts.empty(), "[cat] expected a non-empty list of tensors.");
+  TORCH_CHECK(tensors.size() > 0, "[cat] expected a non-empty list of tensors.");
+  if (ts.empty()) {  // only legacy empty tensors: an empty result of the promoted dtype
+    c10::ScalarType st = tensors.front().scalar_type();
+    for (const Tensor& t : tensors) st = c10::promoteTypes(st, t.scalar_type());
+    return wrap(lazyx::zeros({0}, to_lz(st)));
+  }
   return wrap(lazyx::cat(ts, wrap_dim(dim, nd)));
 }
 

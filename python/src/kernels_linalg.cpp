@@ -36,15 +36,21 @@ Tensor addmm(const Tensor& s, const Tensor& m1, const Tensor& m2, const c10::Sca
 Tensor& addmm_out(const Tensor& s, const Tensor& m1, const Tensor& m2, const c10::Scalar& beta,
                   const c10::Scalar& alpha, Tensor& out) {
   LT r = lazyx::addmm(lz(s), lz(m1), lz(m2), to_lz(beta), to_lz(alpha));
-  return assign(out, r, true);
+  return write_out(out, r);
 }
 Tensor& mm_out(const Tensor& a, const Tensor& b, Tensor& out) {
-  return assign(out, lazyx::mm(lz(a), lz(b)), true);
+  return write_out(out, lazyx::mm(lz(a), lz(b)));
 }
 Tensor dot(const Tensor& a, const Tensor& b) { return wrap(lz(a).mul(lz(b)).sum()); }
 Tensor mv(const Tensor& a, const Tensor& v) { return wrap(lazyx::matmul(lz(a), lz(v))); }
 
+// LAPACK status checks read the status on CPU, as torch does for CUDA (an empty batch passes).
+void linalg_check_errors(const Tensor& info, c10::string_view api_name, bool is_matrix) {
+  at::_linalg_check_errors(to_cpu(info), api_name, is_matrix);
+}
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_linalg_check_errors", LZ_FN(linalg_check_errors));
   m.impl("mm", LZ_FN(mm));
   m.impl("bmm", LZ_FN(bmm));
   m.impl("addmm", LZ_FN(addmm));

@@ -52,12 +52,15 @@ Tensor amin(const Tensor& a, c10::IntArrayRef dim, bool keepdim) {
 }
 Tensor max_all(const Tensor& a) { return wrap(lz(a).amax()); }
 Tensor min_all(const Tensor& a) { return wrap(lz(a).amin()); }
+// The engine's argmax takes numbers: bool compares as 0/1.
+LT argmax_input(const LT& x) { return x.dtype() == lazyx::kBool ? x.to(lazyx::kInt32) : x; }
 std::tuple<Tensor, Tensor> max_dim(const Tensor& a, int64_t dim, bool keepdim) {
   LT x = lz(a);
-  return {wrap(x.amax({dim}, keepdim)), wrap(x.argmax(dim, keepdim))};
+  return {wrap(x.amax({dim}, keepdim)), wrap(argmax_input(x).argmax(dim, keepdim))};
 }
 Tensor argmax(const Tensor& a, optional<int64_t> dim, bool keepdim) {
-  return wrap(lz(a).argmax(dim.has_value() ? std::optional<int64_t>(*dim) : std::nullopt, keepdim));
+  return wrap(argmax_input(lz(a)).argmax(
+      dim.has_value() ? std::optional<int64_t>(*dim) : std::nullopt, keepdim));
 }
 Tensor logsumexp(const Tensor& a, c10::IntArrayRef dim, bool keepdim) {
   return wrap(lz(a).logsumexp(to_dims(dim), keepdim));

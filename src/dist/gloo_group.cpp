@@ -60,6 +60,9 @@ ReduceFn pick(Dtype d) {
     case kFloat32: return &reduce_native<float, K>;
     case kFloat64: return &reduce_native<double, K>;
     case kInt32: return &reduce_native<int32_t, K>;
+    case kUInt8: return &reduce_native<uint8_t, K>;
+    case kInt8: return &reduce_native<int8_t, K>;
+    case kInt16: return &reduce_native<int16_t, K>;
     case kInt64: return &reduce_native<int64_t, K>;
     case kFloat16: return &reduce_half<false, K>;
     case kBFloat16: return &reduce_half<true, K>;

@@ -8,6 +8,9 @@ namespace lazyx {
 size_t dtype_size(Dtype d) {
   switch (d) {
     case kBool: return 1;
+    case kUInt8: return 1;
+    case kInt8: return 1;
+    case kInt16: return 2;
     case kInt32: return 4;
     case kInt64: return 8;
     case kFloat16: return 2;
@@ -21,6 +24,9 @@ size_t dtype_size(Dtype d) {
 const char* dtype_name(Dtype d) {
   switch (d) {
     case kBool: return "bool";
+    case kUInt8: return "uint8";
+    case kInt8: return "int8";
+    case kInt16: return "int16";
     case kInt32: return "int32";
     case kInt64: return "int64";
     case kFloat16: return "float16";
@@ -34,13 +40,35 @@ const char* dtype_name(Dtype d) {
 bool is_floating(Dtype d) {
   return d == kFloat16 || d == kBFloat16 || d == kFloat32 || d == kFloat64;
 }
-bool is_integral(Dtype d) { return d == kInt32 || d == kInt64; }
+bool is_integral(Dtype d) {
+  return d == kUInt8 || d == kInt8 || d == kInt16 || d == kInt32 || d == kInt64;
+}
+
+namespace {
+// Position in the promotion lattice: bool < uint8 < int8 < int16 < int32 < int64 < f16/bf16 <
+// f32 < f64 (uint8 with int8 is int16, f16 with bf16 is f32).
+int rank(Dtype d) {
+  switch (d) {
+    case kBool: return 0;
+    case kUInt8: return 1;
+    case kInt8: return 2;
+    case kInt16: return 3;
+    case kInt32: return 4;
+    case kInt64: return 5;
+    case kFloat16: return 6;
+    case kBFloat16: return 6;
+    case kFloat32: return 7;
+    case kFloat64: return 8;
+  }
+  return 0;
+}
+}  // namespace
 
 Dtype promote_types(Dtype a, Dtype b) {
   if (a == b) return a;
   if ((a == kFloat16 && b == kBFloat16) || (a == kBFloat16 && b == kFloat16)) return kFloat32;
-  // Otherwise the enum order is the promotion lattice: bool < int32 < int64 < f16/bf16 < f32 < f64.
-  return static_cast<uint8_t>(a) > static_cast<uint8_t>(b) ? a : b;
+  if ((a == kUInt8 && b == kInt8) || (a == kInt8 && b == kUInt8)) return kInt16;
+  return rank(a) > rank(b) ? a : b;
 }
 
 bool can_cast(Dtype from, Dtype to) {

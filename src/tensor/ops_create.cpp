@@ -151,6 +151,9 @@ Tensor scalar_tensor(Scalar value, std::optional<Dtype> dtype) {
     char host[8] = {0};
     switch (d) {
       case kBool: host[0] = i != 0; break;
+      case kUInt8: host[0] = static_cast<char>(static_cast<uint8_t>(i)); break;
+      case kInt8: host[0] = static_cast<char>(static_cast<int8_t>(i)); break;
+      case kInt16: { int16_t v = static_cast<int16_t>(i); std::memcpy(host, &v, 2); break; }
       case kInt32: { int32_t v = static_cast<int32_t>(i); std::memcpy(host, &v, 4); break; }
       case kInt64: std::memcpy(host, &i, 8); break;
       case kFloat16: { uint16_t v = float_to_half(static_cast<float>(f)); std::memcpy(host, &v, 2); break; }

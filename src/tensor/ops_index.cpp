@@ -34,8 +34,9 @@ std::optional<std::vector<int64_t>> known_indices(const TensorImpl& t) {
 const TensorImpl& index_arg(const char* op, const Tensor& index, int64_t size,
                             bool allow_negative = false) {
   const TensorImpl& ii = impl_of(op, index);
-  if (ii.dtype() != kInt64 && ii.dtype() != kInt32) {
-    ir::fail(op, std::string("index must be int64 or int32, got ") + dtype_name(ii.dtype()) + ".");
+  if (!is_integral(ii.dtype())) {
+    ir::fail(op,
+             std::string("index must be an integer tensor, got ") + dtype_name(ii.dtype()) + ".");
   }
   if (auto vals = known_indices(ii)) {
     for (int64_t v : *vals) {

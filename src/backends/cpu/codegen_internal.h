@@ -182,7 +182,11 @@ struct Gen {
   llvm::Type* mem_type(Dtype d) {
     switch (d) {
       case kBool:
+      case kUInt8:
+      case kInt8:
         return llvm::Type::getInt8Ty(C);
+      case kInt16:
+        return llvm::Type::getInt16Ty(C);
       case kInt32:
         return i32;
       case kInt64:
@@ -235,11 +239,25 @@ struct Gen {
       llvm::Value* nz = t == i64 ? b.CreateICmpNE(v, ci(0)) : b.CreateFCmpUNE(v, cf(t, 0.0));
       return b.CreateZExt(nz, i64);
     }
-    if (t != i64) {
-      v = b.CreateIntrinsic(llvm::Intrinsic::fptosi_sat, {i64, t}, {v});
-    }
+    if (t != i64) v = float_to_int(v, d == kInt64 ? 64 : 32);
     if (d == kInt32) v = b.CreateSExt(b.CreateTrunc(v, i32), i64);
+    if (d == kInt8 || d == kInt16) v = b.CreateSExt(b.CreateTrunc(v, mem_type(d)), i64);
+    if (d == kUInt8) v = b.CreateZExt(b.CreateTrunc(v, mem_type(d)), i64);
     return v;
+  }
+
+  // Float to a `bits`-wide integer (in i64) as PyTorch on x86 CPUs: NaN and out-of-range values
+  // give the integer's minimum, others truncate toward zero (the reference's f2i).
+  llvm::Value* float_to_int(llvm::Value* v, int bits) {
+    llvm::Type* t = v->getType();
+    const double lim = bits == 32 ? 2147483648.0 : 9.2233720368547758e18;
+    const double lo = bits == 32 ? -2147483649.0 : -9.2233720368547758e18;
+    llvm::Value* s = b.CreateIntrinsic(llvm::Intrinsic::fptosi_sat, {i64, t}, {v});
+    llvm::Value* w = t == f64 ? v : b.CreateFPExt(v, f64);  // both limits are exact doubles
+    llvm::Value* ok = b.CreateAnd(
+        bits == 32 ? b.CreateFCmpOGT(w, cf(f64, lo)) : b.CreateFCmpOGE(w, cf(f64, lo)),
+        b.CreateFCmpOLT(w, cf(f64, lim)));
+    return b.CreateSelect(ok, s, ci(bits == 32 ? INT32_MIN : INT64_MIN));
   }
 
   // A value in repr converted to compute type ct (float, double or i64) without rounding to a
@@ -247,7 +265,7 @@ struct Gen {
   llvm::Value* to_compute(llvm::Value* v, llvm::Type* ct) {
     llvm::Type* t = v->getType();
     if (t == ct) return v;
-    if (ct == i64) return b.CreateIntrinsic(llvm::Intrinsic::fptosi_sat, {i64, t}, {v});
+    if (ct == i64) return float_to_int(v, 64);
     if (t == i64) return b.CreateSIToFP(v, ct);
     if (ct == f64) return b.CreateFPExt(v, f64);
     return b.CreateFPTrunc(v, f32);
@@ -265,6 +283,10 @@ struct Gen {
     switch (d) {
       case kBool:
         return b.CreateZExt(b.CreateICmpNE(v, llvm::ConstantInt::get(mt, 0)), i64);
+      case kUInt8:
+        return b.CreateZExt(v, i64);
+      case kInt8:
+      case kInt16:
       case kInt32:
         return b.CreateSExt(v, i64);
       case kFloat16:
@@ -281,6 +303,9 @@ struct Gen {
     llvm::Value* p = b.CreateInBoundsGEP(mt, base, idx);
     switch (d) {
       case kBool:
+      case kUInt8:
+      case kInt8:
+      case kInt16:
       case kInt32:
         v = b.CreateTrunc(v, mt);
         break;

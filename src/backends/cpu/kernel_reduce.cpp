@@ -352,7 +352,10 @@ void build_reduce_kernel(Jit& jit, llvm::LLVMContext& C, llvm::Module& M, const 
                            });
     llvm::Value* isinf = b.CreateFCmpOEQ(b.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, mx[0]),
                                          gen.cf(gen.f64, INFINITY));
-    llvm::Value* shift = b.CreateSelect(isinf, gen.cf(gen.f64, 0.0), mx[0]);
+    // Only logsumexp shifts an infinite max by 0 (torch's rule); softmax rows holding +inf (or
+    // only -inf) are NaN, as in eager.
+    llvm::Value* shift =
+        rop == Op::LogSumExp ? b.CreateSelect(isinf, gen.cf(gen.f64, 0.0), mx[0]) : mx[0];
     // exp(v - shift): in float for float32 and narrower sources (16 lanes; the sum stays in
     // double), in double for float64 and integers.
     const bool narrow = is_floating(src.dtype) && src.dtype != kFloat64;

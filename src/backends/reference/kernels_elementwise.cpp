@@ -27,12 +27,20 @@ void wr(char* p, int64_t i, T v) {
 }
 
 // Float to integer without undefined behaviour: NaN gives 0, out-of-range saturates.
+// Float to integer as PyTorch on x86 CPUs: NaN and values out of the target's range give the
+// target's minimum (the "integer indefinite" of cvttsd2si); others truncate toward zero.
 int64_t f2i(double x) {
-  if (std::isnan(x)) return 0;
-  if (x >= 9.2233720368547758e18) return std::numeric_limits<int64_t>::max();
-  if (x <= -9.2233720368547758e18) return std::numeric_limits<int64_t>::min();
+  if (!(x >= -9.2233720368547758e18 && x < 9.2233720368547758e18)) {
+    return std::numeric_limits<int64_t>::min();
+  }
   return static_cast<int64_t>(x);
 }
+int64_t f2i32(double x) {
+  if (!(x > -2147483649.0 && x < 2147483648.0)) return std::numeric_limits<int32_t>::min();
+  return static_cast<int64_t>(x);
+}
+// Narrow integers convert through int32 and wrap, as eager does on x86.
+int64_t f2i_to(double x, Dtype d) { return d == kInt64 ? f2i(x) : f2i32(x); }
 
 // Walks the elements of a strided operand in the output's row-major order.
 struct Cursor {
@@ -176,6 +184,9 @@ bool compare(Op op, T a, T b) {
 double get_f(const Val& v, int64_t i) {
   switch (v.dtype) {
     case kBool: return rd<uint8_t>(v.data, i) ? 1.0 : 0.0;
+    case kUInt8: return rd<uint8_t>(v.data, i);
+    case kInt8: return rd<int8_t>(v.data, i);
+    case kInt16: return rd<int16_t>(v.data, i);
     case kInt32: return rd<int32_t>(v.data, i);
     case kInt64: return static_cast<double>(rd<int64_t>(v.data, i));
     case kFloat16: return half_to_float(rd<uint16_t>(v.data, i));
@@ -189,6 +200,9 @@ double get_f(const Val& v, int64_t i) {
 int64_t get_i(const Val& v, int64_t i) {
   switch (v.dtype) {
     case kBool: return rd<uint8_t>(v.data, i) ? 1 : 0;
+    case kUInt8: return rd<uint8_t>(v.data, i);
+    case kInt8: return rd<int8_t>(v.data, i);
+    case kInt16: return rd<int16_t>(v.data, i);
     case kInt32: return rd<int32_t>(v.data, i);
     case kInt64: return rd<int64_t>(v.data, i);
     default: return f2i(get_f(v, i));
@@ -198,7 +212,10 @@ int64_t get_i(const Val& v, int64_t i) {
 void set_f(const Val& v, int64_t i, double x) {
   switch (v.dtype) {
     case kBool: wr<uint8_t>(v.data, i, x != 0 ? 1 : 0); return;
-    case kInt32: wr<int32_t>(v.data, i, static_cast<int32_t>(f2i(x))); return;
+    case kUInt8:
+    case kInt8:
+    case kInt16:
+    case kInt32: set_i(v, i, f2i32(x)); return;
     case kInt64: wr<int64_t>(v.data, i, f2i(x)); return;
     case kFloat16: wr<uint16_t>(v.data, i, float_to_half(static_cast<float>(x))); return;
     case kBFloat16: wr<uint16_t>(v.data, i, float_to_bf16(static_cast<float>(x))); return;
@@ -210,6 +227,9 @@ void set_f(const Val& v, int64_t i, double x) {
 void set_i(const Val& v, int64_t i, int64_t x) {
   switch (v.dtype) {
     case kBool: wr<uint8_t>(v.data, i, x != 0 ? 1 : 0); return;
+    case kUInt8: wr<uint8_t>(v.data, i, static_cast<uint8_t>(x)); return;
+    case kInt8: wr<int8_t>(v.data, i, static_cast<int8_t>(static_cast<uint8_t>(x))); return;
+    case kInt16: wr<int16_t>(v.data, i, static_cast<int16_t>(static_cast<uint16_t>(x))); return;
     case kInt32: wr<int32_t>(v.data, i, static_cast<int32_t>(static_cast<uint32_t>(x))); return;
     case kInt64: wr<int64_t>(v.data, i, x); return;
     default: set_f(v, i, static_cast<double>(x)); return;
@@ -325,7 +345,7 @@ void run_elementwise(const backend::Instr& in, const std::vector<const Val*>& ar
           op == Op::LogicalNot || op == Op::Cast) {
         store_f(out, start, m, rf);
       } else {
-        for (int64_t k = 0; k < m; ++k) ri[k] = f2i(rf[k]);
+        for (int64_t k = 0; k < m; ++k) ri[k] = f2i_to(rf[k], out.dtype);
         store_i(out, start, m, ri);
       }
     } else {

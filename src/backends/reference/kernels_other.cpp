@@ -160,7 +160,8 @@ void run_softmax(const backend::Instr& in, const Val& src, const Val& out) {
         row[j] = get_f(src, (o * n + j) * inner + i);
         mx = std::max(mx, row[j]);
       }
-      if (std::isinf(mx)) mx = 0;
+      // Shifted by the max even when it is infinite: a row holding +inf (or only -inf) is NaN,
+      // as in eager.
       double sum = 0;
       for (int64_t j = 0; j < n; ++j) sum += std::exp(row[j] - mx);
       for (int64_t j = 0; j < n; ++j) {

@@ -1,0 +1,482 @@
+"""PyTorch's OpInfo database run on the lazyx device against CPU eager.
+
+Each op entry (name and variant) runs its sample inputs forward, backward (gradients of the first
+output's sum with respect to every differentiable input) and in place, on CPU and on the device,
+and is classified: native, fallback (named aten ops ran on CPU), error (lazyx raised where eager
+did not), wrong (a value, shape or dtype differs) or crash (the process died or hung). Ops run in
+chunks in child processes, so a crash is counted, not fatal.
+
+    python3 harness.py --dtypes float32,int64 --samples 3 --out table.txt
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DTYPES = ["float32", "float64", "bfloat16", "int64", "bool"]
+# Ops whose outputs are uninitialized memory: only shapes and dtypes are compared.
+UNINIT = {"empty", "empty_like", "new_empty", "new_empty_strided", "empty_strided", "resize_",
+          "resize_as_"}
+# Random ops: OpInfo seeds CPU eager itself (wrapper_set_seed), so these compare statistics.
+RANDOM_WORDS = ("rand", "dropout", "uniform", "normal", "bernoulli", "multinomial", "rrelu",
+                "fractional_max_pool", "_scaled_dot_product_attention", "exponential",
+                "geometric", "cauchy", "log_normal")
+
+
+def _import_op_db():
+    if HERE not in sys.path:
+        sys.path.insert(0, HERE)  # the expecttest stand-in
+    from torch.testing._internal.common_methods_invocations import op_db
+    return op_db
+
+
+def entry_name(op):
+    return op.name + ("." + op.variant_test_name if op.variant_test_name else "")
+
+
+# ------------------------------------------------------------------------------------------------
+# Child side: runs ops and writes one JSON line per event.
+class Wrong(Exception):
+    pass
+
+
+def _tol(dtype):
+    import torch
+    return {torch.float32: (1e-3, 1e-3), torch.float64: (1e-6, 1e-6),
+            torch.bfloat16: (8e-2, 5e-2), torch.float16: (1e-2, 1e-2)}.get(dtype, (0, 0))
+
+
+def _compare(c, d, what, stats, tol_dtype=None):
+    import torch
+    from torch.utils._pytree import tree_flatten
+    cl, _ = tree_flatten(c)
+    dl, _ = tree_flatten(d)
+    if len(cl) != len(dl):
+        raise Wrong(f"{what}: {len(dl)} outputs, eager gives {len(cl)}")
+    for i, (x, y) in enumerate(zip(cl, dl)):
+        if isinstance(x, torch.Tensor) != isinstance(y, torch.Tensor):
+            raise Wrong(f"{what}[{i}]: {type(y).__name__}, eager gives {type(x).__name__}")
+        if not isinstance(x, torch.Tensor):
+            if x != y and not (isinstance(x, float) and x != x and y != y):
+                raise Wrong(f"{what}[{i}]: {y!r}, eager gives {x!r}")
+            continue
+        if y.dtype != x.dtype:
+            raise Wrong(f"{what}[{i}]: dtype {y.dtype}, eager gives {x.dtype}")
+        if y.shape != x.shape:
+            raise Wrong(f"{what}[{i}]: shape {tuple(y.shape)}, eager gives {tuple(x.shape)}")
+        if x.layout != torch.strided or y.layout != torch.strided:
+            if x.layout != y.layout:
+                raise Wrong(f"{what}[{i}]: layout {y.layout}, eager gives {x.layout}")
+            x, y = x.to_dense(), y.cpu().to_dense()
+        y = y.detach().cpu()
+        x = x.detach()
+        if stats == "shape":
+            continue
+        if stats == "random":
+            if x.numel() >= 64 and x.is_floating_point():
+                xs, ys = x.double(), y.double()
+                sd = float(xs.std()) if xs.numel() > 1 else 1.0
+                if abs(float(xs.mean()) - float(ys.mean())) > 0.25 * sd + 1e-3 or \
+                        abs(float(ys.std()) - sd) > 0.25 * sd + 1e-3:
+                    raise Wrong(f"{what}[{i}]: statistics differ (mean {float(ys.mean()):.4g} vs "
+                            f"{float(xs.mean()):.4g}, std {float(ys.std()):.4g} vs {sd:.4g})")
+            continue
+        atol, rtol = _tol(tol_dtype or x.dtype)
+        try:
+            torch.testing.assert_close(y, x, atol=atol, rtol=rtol, equal_nan=True,
+                                       check_device=False, check_stride=False)
+        except AssertionError as e:
+            lines = [s for s in str(e).splitlines() if s.strip()]
+            raise Wrong(f"{what}[{i}]: " + " ".join(lines[:3]))
+
+
+def _to_dev(s, dev):
+    return s.map(lambda tree: _to_dev_tree(tree, dev))
+
+
+def _to_dev_tree(tree, dev):
+    import torch
+    from torch.utils._pytree import tree_map
+
+    def f(t):
+        if isinstance(t, torch.Tensor):
+            if t.layout != torch.strided:
+                return t.to(dev)
+            d = t.detach().to(dev)
+            return d.requires_grad_(t.requires_grad)
+        return t
+    return tree_map(f, tree)
+
+
+def _clone(s):
+    return s.map(_clone_tree)
+
+
+def _clone_tree(tree):
+    import torch
+    from torch.utils._pytree import tree_map
+
+    def f(t):
+        if isinstance(t, torch.Tensor) and t.layout == torch.strided:
+            return t.detach().clone().requires_grad_(t.requires_grad)
+        return t
+    return tree_map(f, tree)
+
+
+def _leaves(tree):
+    import torch
+    from torch.utils._pytree import tree_flatten
+    return [t for t in tree_flatten(tree)[0] if isinstance(t, torch.Tensor) and t.requires_grad]
+
+
+def _first_out(out):
+    import torch
+    from torch.utils._pytree import tree_flatten
+    for t in tree_flatten(out)[0]:
+        if isinstance(t, torch.Tensor):
+            return t
+    return None
+
+
+def _is_random(op, s, run):
+    """True for random ops: named so, seeded by OpInfo, or different under two seeds."""
+    import torch
+    if any(w in op.name for w in RANDOM_WORDS):
+        return True
+    code = getattr(op.op, "__code__", None)
+    if code is not None and "wrapper_set_seed" in code.co_names:
+        return True
+    try:
+        with torch.no_grad():
+            torch.manual_seed(0)
+            a = run(op, _clone(s))
+            torch.manual_seed(1)
+            b = run(op, _clone(s))
+        _compare(a, b, "", "values")
+        return False
+    except Wrong:
+        return True
+    except Exception:
+        return True
+
+
+class S:
+    """A sample's (input, args, kwargs)."""
+
+    def __init__(self, input, args, kwargs):
+        self.input, self.args, self.kwargs = input, tuple(args), dict(kwargs)
+
+    def map(self, f):
+        return S(*f((self.input, self.args, self.kwargs)))
+
+
+def _upcast(tree):
+    import torch
+    from torch.utils._pytree import tree_map
+    return tree_map(lambda t: t.detach().cpu().float()
+                    if isinstance(t, torch.Tensor) and t.is_floating_point() else t, tree)
+
+
+def _run_f32(op, s, run, part):
+    """The op on CPU with the sample's 16-bit float tensors in float32."""
+    import torch
+    c = _upcast(_clone(s).map(lambda x: x))
+    c = S(*_upcast((c.input, c.args, c.kwargs)))
+    torch.manual_seed(0)
+    with torch.no_grad():
+        out = run(op, c)
+    return (out, c.input) if part == "inplace" else out
+
+
+def _err(e):
+    first = str(e).splitlines()[0][:240] if str(e) else ""
+    return f"{type(e).__name__}: {first}"
+
+
+def _call(op, s):
+    return op(s.input, *s.args, **s.kwargs)
+
+
+def _call_inplace(op, s):
+    return op.inplace_variant(s.input, *s.args, **s.kwargs)
+
+
+def _run_sample(op, dtype, s, dev, errors, wrongs):
+    """Forward, backward and in place for one sample; eager failures skip the part."""
+    import torch
+    import lazyx
+    stats = "shape" if op.name in UNINIT else None
+    parts = [("forward", _call)]
+    if op.inplace_variant is not None and isinstance(s.input, torch.Tensor):
+        parts.append(("inplace", _call_inplace))
+    for part, run in parts:
+        cs = _clone(s)
+        if part == "inplace":
+            cs.input = cs.input.detach()
+        torch.manual_seed(0)
+        try:
+            c_out = run(op, cs)
+        except Exception:
+            continue  # eager refuses it: nothing to compare
+        mode = stats or ("random" if _is_random(op, s, run) else "values")
+        torch.manual_seed(0)
+        try:
+            ds = _to_dev(s, dev)
+            if part == "inplace":
+                ds.input = ds.input.detach()
+            d_out = run(op, ds)
+            if part == "inplace":
+                d_res = (d_out, ds.input)
+                c_res = (c_out, cs.input)
+            else:
+                d_res, c_res = d_out, c_out
+            try:
+                _compare(c_res, d_res, part, mode)
+            except Wrong as e:
+                # 16-bit floats: eager rounds differently inside some ops; the device passes if
+                # it is as close to the op computed in float32 on the same inputs.
+                if dtype not in (torch.bfloat16, torch.float16) or "not close" not in str(e):
+                    raise
+                _compare(_upcast(_run_f32(op, s, run, part)), _upcast(d_res), part, mode, dtype)
+        except Wrong as e:
+            wrongs.append(str(e)[:300])
+            continue
+        except Exception as e:
+            errors.append(f"{part}: {_err(e)}")
+            continue
+        if part != "forward" or not dtype.is_floating_point or not op.supports_autograd:
+            continue
+        # Backward: gradients of the first output's sum w.r.t. every differentiable input.
+        c_in = _leaves((cs.input, cs.args, cs.kwargs))
+        d_in = _leaves((ds.input, ds.args, ds.kwargs))
+        co, do = _first_out(c_out), _first_out(d_out)
+        if not c_in or co is None or not co.requires_grad or len(c_in) != len(d_in):
+            continue
+        try:
+            cg = torch.autograd.grad(co.sum(), c_in, allow_unused=True, retain_graph=True)
+            cg2 = torch.autograd.grad(co.sum(), c_in, allow_unused=True)
+        except Exception:
+            continue
+        bmode = "shape" if mode == "random" else mode
+        try:  # eager's backward differs from itself (uninitialized memory): shapes only
+            _compare([torch.zeros(()) if g is None else g for g in cg],
+                     [torch.zeros(()) if g is None else g for g in cg2], "", "values")
+        except Wrong:
+            bmode = "shape"
+        try:
+            dg = torch.autograd.grad(do.sum(), d_in, allow_unused=True)
+            lazyx.mark_step()
+            cg = [torch.zeros(()) if g is None else g for g in cg]
+            dg = [torch.zeros(()) if g is None else g for g in dg]
+            _compare(cg, dg, "backward", bmode)
+        except Wrong as e:
+            wrongs.append(str(e)[:300])
+        except Exception as e:
+            errors.append(f"backward: {_err(e)}")
+
+
+def run_op(op, dtype_name, cap):
+    import torch
+    import lazyx
+    dtype = getattr(torch, dtype_name)
+    if dtype not in op.supported_dtypes("cpu"):
+        return {"status": "unsupported"}
+    dev = lazyx.device()
+    try:
+        torch.manual_seed(0)
+        grad = op.supports_autograd and dtype.is_floating_point
+        samples = []
+        for s in op.sample_inputs("cpu", dtype, requires_grad=grad):
+            samples.append(s)
+            if len(samples) >= cap:
+                break
+    except Exception as e:
+        return {"status": "no-samples", "detail": str(e)[:200]}
+    lazyx.metrics.clear_counters()
+    errors, wrongs = [], []
+    for s0 in samples:
+        s = S(s0.input, s0.args, s0.kwargs)
+        _run_sample(op, dtype, s, dev, errors, wrongs)
+        try:
+            lazyx.mark_step()
+        except Exception as e:
+            errors.append(f"mark_step: {str(e)[:200]}")
+    fb = sorted(n for n in lazyx.metrics.counter_names() if n.startswith("aten::"))
+    if wrongs:
+        st = "wrong"
+    elif errors:
+        st = "error"
+    elif fb:
+        st = "fallback"
+    else:
+        st = "native"
+    return {"status": st, "fallback": fb, "errors": errors[:3], "wrong": wrongs[:3],
+            "samples": len(samples)}
+
+
+def child_main(names, dtype_name, cap, path):
+    import torch  # noqa: F401
+    import lazyx  # noqa: F401
+    import warnings
+    warnings.filterwarnings("ignore")
+    ops = {entry_name(o): o for o in _import_op_db()}
+    with open(path, "a") as f:
+        for n in names:
+            f.write(json.dumps({"start": n}) + "\n")
+            f.flush()
+            r = run_op(ops[n], dtype_name, cap)
+            r["op"] = n
+            f.write(json.dumps(r) + "\n")
+            f.flush()
+
+
+# ------------------------------------------------------------------------------------------------
+# Parent side: chunks, child processes, crash and hang detection, the table.
+def _read(path):
+    done, started = {}, None
+    if not os.path.exists(path):
+        return done, started
+    with open(path) as f:
+        for line in f:
+            try:
+                r = json.loads(line)
+            except ValueError:
+                continue
+            if "start" in r:
+                started = r["start"]
+            else:
+                done[r["op"]] = r
+                started = None
+    return done, started
+
+
+def run_dtype(names, dtype_name, cap, workers, chunk, op_timeout, tmpdir, log=None):
+    """Runs names for one dtype; returns {op: result}."""
+    env = dict(os.environ)
+    import lazyx
+    env["LAZYX_PYTHONPATH"] = os.path.dirname(os.path.dirname(os.path.abspath(lazyx.__file__)))
+    env.setdefault("LAZYX_NUM_THREADS", "1")
+    todo = [names[i:i + chunk] for i in range(0, len(names), chunk)]
+    results = {}
+    running = []  # (proc, path, names, last_progress_time, last_line_count)
+    k = 0
+    while todo or running:
+        while todo and len(running) < workers:
+            names_c = todo.pop(0)
+            path = os.path.join(tmpdir, f"{dtype_name}-{k}.jsonl")
+            k += 1
+            cmd = [sys.executable, os.path.abspath(__file__), "--child", dtype_name, str(cap), path]
+            p = subprocess.Popen(cmd + names_c, env=env, stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.PIPE)
+            running.append([p, path, names_c, time.time(), 0])
+        time.sleep(0.05)
+        for r in list(running):
+            p, path, names_c, t0, nl = r
+            done, started = _read(path)
+            if len(done) + (started is not None) != nl:
+                r[3], r[4] = time.time(), len(done) + (started is not None)
+            rc = p.poll()
+            hung = rc is None and time.time() - r[3] > op_timeout
+            if rc is None and not hung:
+                continue
+            if hung:
+                p.kill()
+                p.wait()
+            err = p.stderr.read().decode(errors="replace")[-300:] if p.stderr else ""
+            running.remove(r)
+            results.update(done)
+            rest = [n for n in names_c if n not in done]
+            if rest and (hung or rc != 0):
+                bad = started if started is not None else rest[0]
+                why = "hung" if hung else f"exit status {rc}"
+                results[bad] = {"op": bad, "status": "crash", "errors": [why + ": " + err.strip()]}
+                rest = [n for n in rest if n != bad]
+            if rest:
+                todo.insert(0, rest)
+            if log:
+                log(f"{dtype_name}: {len(results)}/{len(names)} ops")
+    return results
+
+
+STATUSES = ["native", "fallback", "error", "wrong", "crash", "unsupported", "no-samples"]
+
+
+def write_table(all_results, path):
+    with open(path, "w") as f:
+        f.write("# op\tdtype\tstatus\tdetail\n")
+        for dt, res in all_results.items():
+            for n in sorted(res):
+                r = res[n]
+                if r["status"] == "unsupported":
+                    continue
+                detail = ""
+                if r["status"] == "fallback":
+                    detail = ",".join(r.get("fallback", []))
+                elif r["status"] in ("error", "wrong", "crash", "no-samples"):
+                    detail = " | ".join(r.get("wrong") or r.get("errors") or [r.get("detail", "")])
+                f.write(f"{n}\t{dt}\t{r['status']}\t{detail}\n")
+
+
+def counts(res):
+    c = {s: 0 for s in STATUSES}
+    for r in res.values():
+        c[r["status"]] += 1
+    return c
+
+
+def load_allowlist(path):
+    """Lines `op dtype|* reason`: errors allowed for that entry, with the reason."""
+    allow = {}
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if not line or line.startswith("#"):
+                continue
+            op, dt, reason = line.split(None, 2)
+            allow[(op, dt)] = reason
+    return allow
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--dtypes", default="float32")
+    ap.add_argument("--samples", type=int, default=4)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--chunk", type=int, default=40)
+    ap.add_argument("--timeout", type=float, default=120)
+    ap.add_argument("--ops", default="", help="comma-separated entry names (default: all)")
+    ap.add_argument("--out", default="opinfo_table.txt")
+    a = ap.parse_args(argv)
+    import tempfile
+    names = [entry_name(o) for o in _import_op_db()]
+    if a.ops:
+        names = [n for n in names if n in a.ops.split(",")]
+    allres = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for dt in a.dtypes.split(","):
+            t0 = time.time()
+            allres[dt] = run_dtype(names, dt, a.samples, a.workers, a.chunk, a.timeout, tmp)
+            c = counts(allres[dt])
+            print(f"{dt}: " + ", ".join(f"{k} {v}" for k, v in c.items()) +
+                  f" ({time.time() - t0:.0f} s)", flush=True)
+    write_table(allres, a.out)
+    for dt, res in allres.items():
+        for n, r in sorted(res.items()):
+            if r["status"] in ("wrong", "crash", "error"):
+                d = r.get("wrong") or r.get("errors") or []
+                print(f"{r['status']:6} {dt:8} {n}: {d[0] if d else ''}")
+    return allres
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "--child":
+        pp = os.environ.get("LAZYX_PYTHONPATH")
+        if pp:
+            sys.path.insert(0, pp)
+        child_main(sys.argv[5:], sys.argv[2], int(sys.argv[3]), sys.argv[4])
+    else:
+        sys.path.insert(0, os.environ.get("LAZYX_PYTHONPATH", ""))
+        main()

@@ -1,0 +1,51 @@
+"""PyTorch's OpInfo database on the device against CPU eager (harness.py): no op may give a wrong
+value or crash, and every error must be on allowlist.txt with its reason."""
+import os
+import tempfile
+import time
+
+import harness
+
+import lazyx
+
+# CI budget: every dtype, with fewer samples per op beyond float32.
+PLAN = [("float32", 8), ("float64", 4), ("bfloat16", 4), ("int64", 4), ("bool", 4)]
+
+
+def _table_path():
+    if os.environ.get("LAZYX_OPINFO_TABLE"):
+        return os.environ["LAZYX_OPINFO_TABLE"]
+    build = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(lazyx.__file__))))
+    return os.path.join(build if os.access(build, os.W_OK) else tempfile.gettempdir(),
+                        "opinfo_table.txt")
+
+
+def test_opinfo_suite(capsys):
+    names = [harness.entry_name(o) for o in harness._import_op_db()]
+    allow = harness.load_allowlist(os.path.join(os.path.dirname(__file__), "allowlist.txt"))
+    results, lines = {}, []
+    with tempfile.TemporaryDirectory() as tmp:
+        for dt, cap in PLAN:
+            # Large chunks: each child pays for importing torch and the OpInfo database once.
+            t0 = time.time()
+            results[dt] = harness.run_dtype(names, dt, cap, workers=2, chunk=160, op_timeout=180,
+                                            tmpdir=tmp)
+            c = harness.counts(results[dt])
+            lines.append(f"{dt} ({cap} samples per op): " +
+                         ", ".join(f"{k} {v}" for k, v in c.items()) +
+                         f" ({time.time() - t0:.0f} s)")
+    path = _table_path()
+    harness.write_table(results, path)
+    bad = []
+    for dt, res in results.items():
+        for n, r in sorted(res.items()):
+            detail = (r.get("wrong") or r.get("errors") or [""])[0]
+            if r["status"] in ("wrong", "crash"):
+                bad.append(f"{r['status']} {n} {dt}: {detail}")
+            elif r["status"] == "error" and (n, dt) not in allow and (n, "*") not in allow:
+                bad.append(f"error not on the allow-list: {n} {dt}: {detail}")
+    with capsys.disabled():
+        print("\nOpInfo suite, table in " + path)
+        for line in lines:
+            print("  " + line)
+    assert not bad, "\n".join(bad)
