@@ -120,8 +120,11 @@ TEST_F(Diagnostics, RecompileNamesConstantBakedIntoTheGraph) {
   std::string why = compile_at("dim site", (x + 1).sum({1}));
   EXPECT_TRUE(has(why, "(sum): a constant baked into the graph changed (dims [1] vs [0]")) << why;
   EXPECT_EQ(counter("CompileCause:baked_constant"), 1);
-  // A new host scalar is a run-time operand: the same program, no compile.
+  // A new host scalar is a run-time operand: the same program, no compile. (Named tensors: a
+  // temporary alive at the sync would be kept live, an extra output of another program.)
   SyncCause cause("dim site");
+  Tensor y1 = (x + 1).sum({1});
+  sync({y1});
   Tensor y = (x + 7).sum({1});
   sync({y});
   EXPECT_TRUE(last_step().cache_hit);

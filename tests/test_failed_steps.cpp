@@ -72,10 +72,6 @@ void expect_near(const Tensor& t, const std::vector<float>& want, const std::str
 class FailedSteps : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    auto names = backend_names();
-    if (std::find(names.begin(), names.end(), GetParam()) == names.end()) {
-      GTEST_SKIP() << GetParam() << " backend not built";
-    }
     set_backend(GetParam());
   }
   void TearDown() override { runtime::fail_allocation_after(-1); }
@@ -128,7 +124,7 @@ TEST_P(FailedSteps, FailedUploadChangesNothing) {
   expect_near(a, host(1, 1), "a");
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, FailedSteps, ::testing::Values("reference", "cpu"),
+INSTANTIATE_TEST_SUITE_P(Backends, FailedSteps, ::testing::ValuesIn(backend_names()),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

@@ -48,6 +48,7 @@ def test_each_python_sync_names_its_cause_and_frame(debug_file):
     w = torch.ones(1, 3, 2).to(DEV)
     F.conv1d((y * 3).unsqueeze(0), w)  # marker: fallback
     lazyx.sync(y * 5)  # marker: sync
+    z = (x - 3).abs()  # a new graph, pending until the step (the reads above kept y itself)
     lazyx.mark_step()  # marker: mark_step
     got = blocks(debug_file)
     want = [("value read by item()", "item"), ("value read by .cpu()", "cpu"),
@@ -61,7 +62,7 @@ def test_each_python_sync_names_its_cause_and_frame(debug_file):
         assert f"  at " in match[0] and frame in match[0], (cause, match[0])
         assert "/lazyx/" not in match[0] and "torch/" not in match[0], match[0]
         assert re.search(r"graph [0-9a-f]{16} ", match[0]), match[0]
-    # y itself was still pending: mark_step compiles it, and says where.
+    # z was still pending: mark_step compiles it, and says where.
     (b,) = [b for b in got if b.split("\n")[0].endswith(": user mark_step")]
     assert f"{HERE}:{line_of('# marker: mark_step')} in test_each_python_sync" in b, b
     assert all("compiled because: " in b for b in got if "compiled in" in b)

@@ -4,6 +4,7 @@
 
 #include <cerrno>
 #include <cinttypes>
+#include <signal.h>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -102,6 +103,12 @@ void init(int rank, int world_size, const Store& store) {
                 store.host + ":" + std::to_string(store.port) + "'.");
   }
   double t = timeout_seconds();
+  // A peer that dies closes its sockets; writing to one would kill this process by SIGPIPE
+  // instead of raising. Ignore the signal unless the program installed its own handler.
+  struct sigaction old {};
+  if (sigaction(SIGPIPE, nullptr, &old) == 0 && old.sa_handler == SIG_DFL) {
+    signal(SIGPIPE, SIG_IGN);
+  }
   group_slot() = make_gloo_group(rank, world_size, store, t);
   token_slot().reset();
 }

@@ -192,6 +192,20 @@ std::unordered_set<runtime::Buffer*> donated_windows(const Walk& w, const Donati
   return r;
 }
 
+// Buffers read through a window's slot whose storage asked for user donation: their windows
+// fold into the buffer's own slot first, so the donation rules see every read of it.
+std::unordered_set<runtime::Buffer*> flagged_windows(const Walk& w) {
+  std::unordered_set<runtime::Buffer*> win, r;
+  for (size_t p = 0; p < w.params.size(); ++p) {
+    if (w.windows[p]) win.insert(w.params[p]);
+  }
+  if (win.empty()) return r;
+  for (Storage* s = Storage::first_live(); s; s = s->next_live()) {
+    if (s->donate_flag() && s->data() && win.count(s->data().get())) r.insert(s->data().get());
+  }
+  return r;
+}
+
 // Clears a walk's results, keeping its roots and the buffers whose offsets it folds.
 void reset_walk(Walk& w) {
   Walk fresh;
@@ -267,6 +281,11 @@ void sync_storages(SyncKind kind, std::vector<Storage*> targets, const char* wha
   std::vector<ir::NodePtr> unread;
   for (;;) {
     walk(op, w);
+    if (std::unordered_set<runtime::Buffer*> f = flagged_windows(w); !f.empty()) {
+      w.fold.insert(f.begin(), f.end());
+      reset_walk(w);
+      continue;
+    }
     // A storage overwritten without reading its old buffer (fill_, zero_, copy_ with a
     // conversion) may still write its new value into that buffer at a step barrier: the buffer
     // joins the program as an unread parameter, and the donation rules decide as for any other.
