@@ -41,6 +41,46 @@ Tensor& addmm_out(const Tensor& s, const Tensor& m1, const Tensor& m2, const c10
 Tensor& mm_out(const Tensor& a, const Tensor& b, Tensor& out) {
   return write_out(out, lazyx::mm(lz(a), lz(b)));
 }
+// Attention scores plus a mask (nn.MultiheadAttention): beta * self + alpha * bmm(b1, b2). Beta
+// and alpha stay run-time scalars; beta 0 ignores self, its NaNs included, as torch does.
+// Integer inputs take integer scalars (as eager); 16-bit floats compute in float32 and round
+// once at the end.
+LT baddbmm_value(const Tensor& s, const Tensor& b1, const Tensor& b2, c10::Scalar beta,
+                 c10::Scalar alpha) {
+  TORCH_CHECK(s.scalar_type() == b1.scalar_type() && b1.scalar_type() == b2.scalar_type(),
+              "[baddbmm] self, batch1 and batch2 must have one dtype; got ", s.scalar_type(), ", ",
+              b1.scalar_type(), " and ", b2.scalar_type());
+  const bool integral = c10::isIntegralType(s.scalar_type(), true);
+  if (integral) {
+    beta = c10::Scalar(beta.toLong());
+    alpha = c10::Scalar(alpha.toLong());
+  }
+  const bool narrow = s.scalar_type() == at::kBFloat16 || s.scalar_type() == at::kHalf;
+  auto up = [&](const Tensor& t) { return narrow ? lz(t).to(lazyx::kFloat32) : lz(t); };
+  LT p = lazyx::bmm(up(b1), up(b2));
+  const lazyx::Shape& ps = p.sizes();
+  TORCH_CHECK(broadcasts_to(s, {ps[0], ps[1], ps[2]}), "[baddbmm] self of shape ", s.sizes(),
+              " must broadcast to the product's shape [", ps[0], ", ", ps[1], ", ", ps[2], "]");
+  if (!is_one(alpha)) p = p.mul(to_lz(alpha));
+  if (beta.toDouble() != 0.0) {
+    LT sv = up(s);
+    if (!is_one(beta)) sv = sv.mul(to_lz(beta));
+    p = p.add(sv);
+  }
+  return narrow ? p.to(lz(s).dtype()) : p;
+}
+Tensor baddbmm(const Tensor& s, const Tensor& b1, const Tensor& b2, const c10::Scalar& beta,
+               const c10::Scalar& alpha) {
+  return wrap(baddbmm_value(s, b1, b2, beta, alpha));
+}
+Tensor& baddbmm_(Tensor& s, const Tensor& b1, const Tensor& b2, const c10::Scalar& beta,
+                 const c10::Scalar& alpha) {
+  LT r = baddbmm_value(s, b1, b2, beta, alpha);
+  TORCH_CHECK(r.sizes() == lz(s).sizes(), "[baddbmm_] self of shape ", s.sizes(),
+              " cannot hold the result; use baddbmm");
+  return assign(s, r, false);
+}
+
 Tensor dot(const Tensor& a, const Tensor& b) { return wrap(lz(a).mul(lz(b)).sum()); }
 Tensor mv(const Tensor& a, const Tensor& v) { return wrap(lazyx::matmul(lz(a), lz(v))); }
 
@@ -56,6 +96,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("addmm", LZ_FN(addmm));
   m.impl("addmm.out", LZ_FN(addmm_out));
   m.impl("mm.out", LZ_FN(mm_out));
+  m.impl("baddbmm", LZ_FN(baddbmm));
+  m.impl("baddbmm_", LZ_FN(baddbmm_));
   m.impl("dot", LZ_FN(dot));
   m.impl("mv", LZ_FN(mv));
 }

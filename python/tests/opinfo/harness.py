@@ -191,6 +191,22 @@ def _run_f32(op, s, run, part):
     return (out, c.input) if part == "inplace" else out
 
 
+def _grads_f32(op, s):
+    """Gradients of the first output's sum, on CPU with the sample's 16-bit floats in float32."""
+    import torch
+    from torch.utils._pytree import tree_map
+
+    def up(t):
+        if isinstance(t, torch.Tensor) and t.is_floating_point():
+            return t.detach().cpu().float().requires_grad_(t.requires_grad)
+        return t
+    c = S(*tree_map(up, (s.input, s.args, s.kwargs)))
+    leaves = _leaves((c.input, c.args, c.kwargs))
+    torch.manual_seed(0)
+    out = _first_out(_call(op, c))
+    return torch.autograd.grad(out.sum(), leaves, allow_unused=True)
+
+
 def _err(e):
     first = str(e).splitlines()[0][:240] if str(e) else ""
     return f"{type(e).__name__}: {first}"
@@ -271,7 +287,15 @@ def _run_sample(op, dtype, s, dev, errors, wrongs):
             lazyx.mark_step()
             cg = [torch.zeros(()) if g is None else g for g in cg]
             dg = [torch.zeros(()) if g is None else g for g in dg]
-            _compare(cg, dg, "backward", bmode)
+            try:
+                _compare(cg, dg, "backward", bmode)
+            except Wrong as e:
+                # 16-bit floats: as for the forward, eager's own rounding (a batch sum kept in
+                # bfloat16) may be what differs; the device passes if it is as close to float32.
+                if dtype not in (torch.bfloat16, torch.float16) or "not close" not in str(e):
+                    raise
+                fg = [torch.zeros(()) if g is None else g for g in _grads_f32(op, s)]
+                _compare(_upcast(fg), _upcast(dg), "backward", bmode, dtype)
         except Wrong as e:
             wrongs.append(str(e)[:300])
         except Exception as e:
