@@ -17,21 +17,13 @@
 #include <thread>
 #include <vector>
 
+#include "bench_util.h"
 #include "lazyx/lazyx.h"
 
 using namespace lazyx;
+using bench::median;
+using bench::num_threads;
 using Clock = std::chrono::steady_clock;
-
-static double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-static int num_threads() {
-  const char* e = std::getenv("LAZYX_NUM_THREADS");
-  if (e && std::atoi(e) > 0) return std::atoi(e);
-  return static_cast<int>(std::thread::hardware_concurrency());
-}
 
 __attribute__((noinline)) static void hand_loop(const float* x, float* y, int64_t b, int64_t e) {
   for (int64_t i = b; i < e; ++i) {

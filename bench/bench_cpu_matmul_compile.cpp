@@ -14,21 +14,13 @@
 #include <thread>
 #include <vector>
 
+#include "bench_util.h"
 #include "lazyx/lazyx.h"
 
 using namespace lazyx;
+using bench::median;
+using bench::num_threads;
 using Clock = std::chrono::steady_clock;
-
-static double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-static int num_threads() {
-  const char* e = std::getenv("LAZYX_NUM_THREADS");
-  if (e && std::atoi(e) > 0) return std::atoi(e);
-  return static_cast<int>(std::thread::hardware_concurrency());
-}
 
 // A graph of `nodes` elementwise ops over x whose op sequence depends on `seed`, so every call
 // is a program the cache has not seen.

@@ -16,24 +16,17 @@
 #include <thread>
 #include <vector>
 
+#include "bench_util.h"
 #include "lazyx/lazyx.h"
 
 using Clock = std::chrono::steady_clock;
 namespace lx = lazyx;
+using lazyx::bench::median;
+using lazyx::bench::num_threads;
 
-static double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 static double ms_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
-static int num_threads() {
-  const char* e = std::getenv("LAZYX_NUM_THREADS");
-  if (e && std::atoi(e) > 0) return std::atoi(e);
-  return static_cast<int>(std::thread::hardware_concurrency());
-}
-
 __attribute__((noinline)) static void hand_loop(const float* x, float* y, int64_t b, int64_t e) {
   for (int64_t i = b; i < e; ++i) {
     float t = x[i] * 2.0f + 1.0f;
