@@ -10,3 +10,10 @@
 #include "lazyx/ops.h"
 #include "lazyx/step.h"
 #include "lazyx/tensor.h"
+// [math ops]
+
+// [sort/scan ops]
+
+// [conv ops]
+
+// [pool ops]

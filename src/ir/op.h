@@ -40,6 +40,18 @@ enum class Op : uint8_t {
   AllGather,      // operand 0 gathered along dim 0 in rank order
   ReduceScatter,  // operand 0 reduced, this rank's block of dim 0 kept
   Broadcast,      // operand 0 of rank attrs.i0
+  // Elementwise math beyond the basics (reference: kernels_math.cpp; cpu: codegen).
+  // [math ops]
+
+  // Sorts, scans and more reductions (reference: kernels_sort_scan.cpp).
+  // [sort/scan ops]
+
+  // Convolutions (reference: kernels_conv.cpp; cpu: oneDNN, dnnl_conv.cpp).
+  // [conv ops]
+
+  // Pooling, normalization and resampling (reference: kernels_pool.cpp; cpu: dnnl_pool.cpp).
+  // [pool ops]
+
   kNumOps,
 };
 

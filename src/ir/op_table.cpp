@@ -60,6 +60,14 @@ struct Table {
     set(Op::AllGather, "all_gather", F::Collective, false, false, true);
     set(Op::ReduceScatter, "reduce_scatter", F::Collective, false, false, true);
     set(Op::Broadcast, "broadcast", F::Collective, false, true, true);
+    // [math ops]
+
+    // [sort/scan ops]
+
+    // [conv ops]
+
+    // [pool ops]
+
   }
 };
 

@@ -265,6 +265,14 @@ class CpuBackend : public backend::Backend {
       case Op::AsStrided: reference::run_as_strided(in, *a[0], out); return;
       case Op::AsStridedScatter: reference::run_as_strided_scatter(in, *a[0], *a[1], out); return;
       case Op::Cat: reference::run_cat(in, a, out); return;
+      // [math ops]
+
+      // [sort/scan ops]
+
+      // [conv ops]
+
+      // [pool ops]
+
       default: reference::run_index(in, a, out); return;
     }
   }

@@ -33,5 +33,13 @@ void run_softmax(const backend::Instr& in, const Val& src, const Val& out);
 void run_matmul(const backend::Instr& in, const Val& a, const Val& b, const Val& out);
 void run_cat(const backend::Instr& in, const std::vector<const Val*>& args, const Val& out);
 void run_index(const backend::Instr& in, const std::vector<const Val*>& args, const Val& out);
+// [math ops]
+
+// [sort/scan ops]
+
+// [conv ops]
+
+// [pool ops]
+
 
 }  // namespace lazyx::reference

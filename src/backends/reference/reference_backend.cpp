@@ -345,6 +345,14 @@ class ReferenceBackend : public backend::Backend {
       case Op::AsStrided: run_as_strided(in, *a[0], out); return;
       case Op::AsStridedScatter: run_as_strided_scatter(in, *a[0], *a[1], out); return;
       case Op::Cat: run_cat(in, a, out); return;
+      // [math ops]
+
+      // [sort/scan ops]
+
+      // [conv ops]
+
+      // [pool ops]
+
       default: run_index(in, a, out); return;
     }
   }
