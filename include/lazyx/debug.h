@@ -25,5 +25,8 @@ void set_backend_alive(bool alive);
 // Number of programs in the compilation cache.
 int64_t program_cache_size();
 void clear_program_cache();
+// The cpu backend compiles new kernels quickly first and recompiles them with full optimization
+// in the background (LAZYX_CPU_TIERED); this waits until that is done (benchmarks, tests).
+void wait_for_background_compiles();
 
 }  // namespace lazyx

@@ -35,7 +35,8 @@ __all__ = [
     "device", "mark_step", "sync", "set_buffer_donation", "get_buffer_donation", "is_donated",
     "last_step", "memory_stats", "reset_peak_memory_stats", "empty_cache", "tensor_id",
     "graph_text", "graph_dot", "storage_base_id", "is_pending", "metrics", "LazyxError", "StepReport", "ParamReport",
-    "backend_name", "set_backend", "program_cache_size", "clear_program_cache", "manual_seed",
+    "backend_name", "set_backend", "program_cache_size", "clear_program_cache",
+    "wait_for_background_compiles", "manual_seed",
     "save", "set_shape_buckets", "get_shape_buckets", "bucket_size", "pad_to_bucket",
     "set_debug", "debug_level", "allow_sync", "sync_allowed", "profile",
 ]
@@ -135,4 +136,5 @@ backend_names = _C.backend_names
 set_backend = _C.set_backend
 program_cache_size = _C.program_cache_size
 clear_program_cache = _C.clear_program_cache
+wait_for_background_compiles = _C.wait_for_background_compiles
 manual_seed = _C.manual_seed

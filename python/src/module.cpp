@@ -98,6 +98,10 @@ PYBIND11_MODULE(_C, m) {
   m.def("set_backend", [](const std::string& n) { lazyx::set_backend(n); });
   m.def("program_cache_size", []() { return lazyx::program_cache_size(); });
   m.def("clear_program_cache", []() { lazyx::clear_program_cache(); });
+  m.def("wait_for_background_compiles", []() {
+    py::gil_scoped_release release;
+    lazyx::wait_for_background_compiles();
+  });
   m.def("manual_seed", [](uint64_t s) { lazyx::manual_seed(s); });
 
   py::class_<lazyx::ParamReport>(m, "ParamReport")

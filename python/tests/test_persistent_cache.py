@@ -29,6 +29,7 @@ def train():
         opt.step()
         lazyx.mark_step()
         losses.append(loss.item())
+    lazyx.wait_for_background_compiles()  # kernels are stored once recompiled at the full tier
     names = ["CpuKernelCompiled", "PersistentCacheHit", "PersistentCacheMiss",
              "PersistentCacheCorrupt", "UncachedCompile"]
     return {"losses": losses,

@@ -66,6 +66,8 @@ class Backend {
   // Raises lazyx::Error on a bad run-time value (an index out of range). Then no donated buffer
   // has been written yet, so the caller's state is unchanged.
   virtual void execute(Program& program, const ExecArgs& args) = 0;
+  // Blocks until compiles the backend runs in the background are done.
+  virtual void wait_background() {}
 
   bool alive() const { return alive_; }
   void set_alive(bool a) { alive_ = a; }

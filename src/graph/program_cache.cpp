@@ -64,4 +64,9 @@ void clear_program_cache() {
   graph::lru().index.clear();
 }
 
+// Not under the engine lock: steps go on while the background compiler finishes.
+void wait_for_background_compiles() {
+  backend::active_backend("wait_for_background_compiles").wait_background();
+}
+
 }  // namespace lazyx

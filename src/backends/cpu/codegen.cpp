@@ -16,6 +16,7 @@
 #include "backends/cpu/codegen_internal.h"
 #include "backends/cpu/persistent_cache.h"
 #include "backends/cpu/thread_pool.h"
+#include "backends/cpu/tiered.h"
 #include "lazyx/diagnostics.h"
 #include "lazyx/metrics.h"
 #include "runtime/env.h"
@@ -24,7 +25,9 @@
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-parameter"
 #endif
+#include <llvm/AsmParser/Parser.h>
 #include <llvm/Config/llvm-config.h>
+#include <llvm/Support/SourceMgr.h>
 #include <llvm/ExecutionEngine/Orc/CompileUtils.h>
 #if defined(__GNUC__)
 #pragma GCC diagnostic pop
@@ -263,13 +266,17 @@ static void quiet_diagnostics(const llvm::DiagnosticInfo* di, void*) {
 namespace {
 
 // One TargetMachine per thread: its subtarget cache is not safe to share while compiling.
-llvm::TargetMachine& thread_target_machine(Jit& jit) {
-  thread_local std::unique_ptr<llvm::TargetMachine> tm;
+// The quick tier generates code with LLVM's fast instruction selection and register allocation
+// (about 3x faster to compile); both tiers optimize the IR alike, so results are bitwise equal.
+llvm::TargetMachine& thread_target_machine(Jit& jit, bool full) {
+  thread_local std::unique_ptr<llvm::TargetMachine> tms[2];
+  std::unique_ptr<llvm::TargetMachine>& tm = tms[full ? 1 : 0];
   if (!tm) {
     std::lock_guard<std::mutex> lock(jit.mu);
     auto t = jit.jtmb->createTargetMachine();
     if (!t) llvm_fail("cannot create a target machine", t.takeError());
     tm = std::move(*t);
+    if (!full) tm->setOptLevel(llvm::CodeGenOptLevel::None);
   }
   return *tm;
 }
@@ -285,6 +292,7 @@ struct Unit {
   std::string error;
   bool dump_ir = false;  // LAZYX_CPU_DUMP_IR, read on the caller (pool threads must not throw)
   bool loaded = false;  // from the persistent cache
+  bool full = true;     // the tier it compiles at
 };
 
 // Everything besides the IR that decides a kernel's machine code: the persistent cache key's
@@ -298,7 +306,7 @@ const std::string& build_context(Jit& jit) {
 }
 
 void optimize_and_emit(Jit& jit, Unit& u) {
-  llvm::TargetMachine& tm = thread_target_machine(jit);
+  llvm::TargetMachine& tm = thread_target_machine(jit, u.full);
   {
     llvm::LoopAnalysisManager lam;
     llvm::FunctionAnalysisManager fam;
@@ -333,7 +341,39 @@ void optimize_and_emit(Jit& jit, Unit& u) {
 class ProgramCode : public CompiledModule {
  public:
   std::vector<std::shared_ptr<KernelCode>> kernels;
+  // Quick kernels being recompiled: the slot the background compiler fills, and for each of
+  // its items the program's kernels with that IR.
+  std::shared_ptr<UpgradeSlot> slot;
+  std::vector<std::vector<size_t>> users;
 };
+
+// Adds a compiled object to the JIT in a JITDylib of its own.
+std::shared_ptr<KernelCode> add_to_jit(Jit& jit, Unit& u, const char* op) {
+  auto c = std::make_shared<KernelCode>();  // declared first: its destructor takes jit.mu
+  std::lock_guard<std::mutex> lock(jit.mu);
+  const int64_t id = jit.next_module.fetch_add(1);
+  auto jd = jit.jit->getExecutionSession().createJITDylib("lazyx_k" + std::to_string(id));
+  if (!jd) llvm_fail("cannot create a kernel's JITDylib", jd.takeError());
+  jd->addToLinkOrder(jit.jit->getMainJITDylib());  // Sleef and the process's symbols
+  c->jd = &*jd;
+  if (auto e = jit.jit->addObjectFile(*c->jd, std::move(u.obj))) {
+    llvm_fail("cannot add a kernel to the JIT", std::move(e));
+  }
+  auto sym = jit.jit->lookup(*c->jd, "lazyx_kernel");
+  if (!sym) {
+    std::string msg;
+    llvm::raw_string_ostream os(msg);
+    os << sym.takeError();
+    ir::fail(op, "the cpu backend failed to compile a fused loop: " + msg);
+  }
+  c->fn = sym->toPtr<KernelFn>();
+  c->full = u.full;
+  return c;
+}
+
+std::string persistent_key(Jit& jit, const std::string& math, const std::string& ir) {
+  return build_context(jit) + "math " + math + "\n" + ir;
+}
 
 }  // namespace
 
@@ -343,6 +383,31 @@ KernelCode::~KernelCode() {
   std::lock_guard<std::mutex> lock(jit.mu);
   llvm::consumeError(jit.jit->getExecutionSession().removeJITDylib(*jd));
 }
+
+namespace {
+
+// Hands the program's quick kernels (compiled now or shared with another program) to the
+// background compiler, one item per distinct IR.
+void queue_upgrades(ProgramCode& prog, const std::vector<Unit>& units,
+                    const std::vector<int>& same_as) {
+  std::vector<UpgradeItem> items;
+  std::vector<int> item_of(units.size(), -1);
+  const std::string math = math_mode_name(math_mode());
+  for (size_t k = 0; k < units.size(); ++k) {
+    const size_t first = same_as[k] >= 0 ? static_cast<size_t>(same_as[k]) : k;
+    if (prog.kernels[k]->full) continue;
+    if (item_of[first] < 0) {
+      if (!prog.slot) prog.slot = std::make_shared<UpgradeSlot>();
+      item_of[first] = static_cast<int>(items.size());
+      items.push_back({prog.slot, items.size(), units[first].key, math});
+      prog.users.emplace_back();
+    }
+    prog.users[static_cast<size_t>(item_of[first])].push_back(k);
+  }
+  enqueue_upgrades(std::move(items));
+}
+
+}  // namespace
 
 std::vector<KernelFn> compile_fused(const LoweredGraph& g, const std::vector<FusedSpec>& specs,
                                     std::unique_ptr<CompiledModule>& keep) {
@@ -361,6 +426,7 @@ std::vector<KernelFn> compile_fused(const LoweredGraph& g, const std::vector<Fus
   // is compiled once while some program uses it.
   const bool sharing = !env::flag("LAZYX_CPU_NO_KERNEL_SHARING", false);  // a benchmark baseline
   const bool dump_ir = env::flag("LAZYX_CPU_DUMP_IR", false);
+  const bool tiered = tiered_compile();
   std::vector<Unit> units(specs.size());
   std::vector<std::shared_ptr<KernelCode>> code(specs.size());
   std::vector<int> same_as(specs.size(), -1);  // an earlier kernel of this program with this IR
@@ -411,8 +477,7 @@ std::vector<KernelFn> compile_fused(const LoweredGraph& g, const std::vector<Fus
   for (size_t k : todo) {
     if (!cache_dir.empty()) {
       ProfileSpan span("persistent cache lookup", "compile", op_of(k));
-      units[k].pkey =
-          build_context(jit) + "math " + math_mode_name(math_mode()) + "\n" + units[k].key;
+      units[k].pkey = persistent_key(jit, math_mode_name(math_mode()), units[k].key);
       if (auto obj = persistent_cache_load(cache_dir, units[k].pkey)) {
         units[k].obj = llvm::MemoryBuffer::getMemBufferCopy(*obj, "lazyx_kernel");
         units[k].loaded = true;
@@ -421,6 +486,7 @@ std::vector<KernelFn> compile_fused(const LoweredGraph& g, const std::vector<Fus
       }
     }
     build.push_back(k);
+    units[k].full = !tiered;  // only full-tier objects are stored
   }
   if (!cache_dir.empty()) {
     metrics::add_counter("PersistentCacheHit", hits);
@@ -449,7 +515,7 @@ std::vector<KernelFn> compile_fused(const LoweredGraph& g, const std::vector<Fus
       for (size_t k : share[t]) {
         ProfileSpan span("llvm compile", "compile", op_of(k));  // on the timeline, per thread
         optimize_and_emit(jit, units[k]);
-        if (units[k].obj && !cache_dir.empty()) {
+        if (units[k].obj && units[k].full && !cache_dir.empty()) {
           std::string_view bytes(units[k].obj->getBufferStart(), units[k].obj->getBufferSize());
           persistent_cache_store(cache_dir, units[k].pkey, bytes);
         }
@@ -462,27 +528,7 @@ std::vector<KernelFn> compile_fused(const LoweredGraph& g, const std::vector<Fus
     }
   }
 
-  for (size_t k : todo) {
-    auto c = std::make_shared<KernelCode>();  // declared first: its destructor takes jit.mu
-    std::lock_guard<std::mutex> lock(jit.mu);
-    const int64_t id = jit.next_module.fetch_add(1);
-    auto jd = jit.jit->getExecutionSession().createJITDylib("lazyx_k" + std::to_string(id));
-    if (!jd) llvm_fail("cannot create a kernel's JITDylib", jd.takeError());
-    jd->addToLinkOrder(jit.jit->getMainJITDylib());  // Sleef and the process's symbols
-    c->jd = &*jd;
-    if (auto e = jit.jit->addObjectFile(*c->jd, std::move(units[k].obj))) {
-      llvm_fail("cannot add a kernel to the JIT", std::move(e));
-    }
-    auto sym = jit.jit->lookup(*c->jd, name);
-    if (!sym) {
-      std::string msg;
-      llvm::raw_string_ostream os(msg);
-      os << sym.takeError();
-      ir::fail(op_of(k), "the cpu backend failed to compile a fused loop: " + msg);
-    }
-    c->fn = sym->toPtr<KernelFn>();
-    code[k] = std::move(c);
-  }
+  for (size_t k : todo) code[k] = add_to_jit(jit, units[k], op_of(k));
   {
     std::vector<std::shared_ptr<KernelCode>> expired;  // released after the lock
     std::lock_guard<std::mutex> lock(jit.cache_mu);
@@ -502,8 +548,73 @@ std::vector<KernelFn> compile_fused(const LoweredGraph& g, const std::vector<Fus
     fns.push_back(code[k]->fn);
     prog->kernels.push_back(code[k]);
   }
+  queue_upgrades(*prog, units, same_as);
   keep = std::move(prog);
   return fns;
 }
+
+int64_t take_upgrades(CompiledModule& code, std::vector<KernelFn>& fns) {
+  auto& pc = static_cast<ProgramCode&>(code);
+  if (!pc.slot || !pc.slot->any.load(std::memory_order_acquire)) return 0;
+  std::vector<std::pair<size_t, std::shared_ptr<KernelCode>>> ready;
+  {
+    std::lock_guard<std::mutex> lock(pc.slot->mu);
+    ready.swap(pc.slot->ready);
+    pc.slot->any.store(false, std::memory_order_relaxed);
+  }
+  for (auto& [item, c] : ready) {
+    for (size_t k : pc.users[item]) {
+      fns[k] = c->fn;
+      pc.kernels[k] = c;
+    }
+  }
+  metrics::add_counter("CpuKernelUpgraded", static_cast<int64_t>(ready.size()));
+  return static_cast<int64_t>(ready.size());
+}
+
+namespace cg {
+
+std::shared_ptr<KernelCode> compile_full_kernel(const std::string& ir, const std::string& math) {
+  try {
+    Jit& jit = the_jit();
+    {
+      std::lock_guard<std::mutex> lock(jit.cache_mu);
+      auto it = jit.kernel_cache.find(ir);
+      if (it != jit.kernel_cache.end()) {
+        if (auto c = it->second.lock(); c && c->full) return c;
+      }
+    }
+    Unit u;
+    u.key = ir;
+    u.pkey = persistent_key(jit, math, ir);
+    const std::string dir = persistent_cache_dir();
+    if (!dir.empty()) {
+      if (auto obj = persistent_cache_load(dir, u.pkey)) {
+        u.obj = llvm::MemoryBuffer::getMemBufferCopy(*obj, "lazyx_kernel");
+      }
+    }
+    if (!u.obj) {
+      u.ctx = std::make_unique<llvm::LLVMContext>();
+      u.ctx->setDiagnosticHandlerCallBack(quiet_diagnostics, nullptr);
+      llvm::SMDiagnostic err;
+      u.mod = llvm::parseAssemblyString(ir, err, *u.ctx);
+      if (!u.mod) return nullptr;
+      optimize_and_emit(jit, u);
+      if (!u.obj) return nullptr;
+      if (!dir.empty()) {
+        persistent_cache_store(dir, u.pkey,
+                               std::string_view(u.obj->getBufferStart(), u.obj->getBufferSize()));
+      }
+    }
+    auto c = add_to_jit(jit, u, "cpu");
+    std::lock_guard<std::mutex> lock(jit.cache_mu);
+    jit.kernel_cache[ir] = c;
+    return c;
+  } catch (const std::exception&) {
+    return nullptr;  // the quick kernel stays
+  }
+}
+
+}  // namespace cg
 
 }  // namespace lazyx::cpu

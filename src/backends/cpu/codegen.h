@@ -89,6 +89,14 @@ class CompiledModule {
   virtual ~CompiledModule() = default;
 };
 
+// Tiered compilation (LAZYX_CPU_TIERED, default on): kernels missing from every cache compile
+// at a quick tier first and are recompiled at the full tier in the background (tiered.h).
+bool tiered_compile();
+// Swaps in the program's kernels that finished at the full tier since the last call.
+int64_t take_upgrades(CompiledModule& code, std::vector<KernelFn>& fns);
+// Blocks until the background compiler is idle (tests and benchmarks).
+void wait_for_upgrades();
+
 // Compiles every spec into one module. Raises lazyx::Error naming the op on failure.
 std::vector<KernelFn> compile_fused(const backend::LoweredGraph& g,
                                     const std::vector<FusedSpec>& specs,

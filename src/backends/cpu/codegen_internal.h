@@ -56,6 +56,7 @@ namespace orc = llvm::orc;
 struct KernelCode {
   orc::JITDylib* jd = nullptr;  // the kernel's own, removed with it
   KernelFn fn = nullptr;
+  bool full = true;  // compiled at the full tier (else quick: tiered.h)
   ~KernelCode();
 };
 

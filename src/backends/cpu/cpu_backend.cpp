@@ -66,6 +66,7 @@ class CpuBackend : public backend::Backend {
     if (set_math_mode(mode)) clear_program_cache();
   }
   std::string name() const override { return "cpu"; }
+  void wait_background() override { wait_for_upgrades(); }
 
   std::unique_ptr<backend::Program> compile(const LoweredGraph& g) override {
     auto p = plan(widen_half_matmuls(g));
@@ -75,6 +76,7 @@ class CpuBackend : public backend::Backend {
 
   void execute(backend::Program& prog, const backend::ExecArgs& args) override {
     auto& p = static_cast<CpuProgram&>(prog);
+    if (p.code) take_upgrades(*p.code, p.kernels);  // full-tier kernels compiled meanwhile
     const LoweredGraph& g = p.g;
     auto& outputs = *args.outputs;
     const size_t n = g.instrs.size();

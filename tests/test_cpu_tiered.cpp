@@ -1,0 +1,111 @@
+// Tiered compilation on the cpu backend: new kernels run at the quick tier first, the background
+// compiler replaces them with full-tier code, and both compute bitwise the same results.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "lazyx/lazyx.h"
+
+using namespace lazyx;
+
+namespace {
+
+int64_t counter(const char* n) { return metrics::counter_value(n).value_or(0); }
+
+// Raw bytes of every output, so that "equal" means bitwise.
+using Bytes = std::vector<std::vector<char>>;
+
+Bytes bytes_of(const std::vector<Tensor>& ts) {
+  Bytes out;
+  for (const Tensor& t : ts) {
+    std::vector<char> b(static_cast<size_t>(t.numel()) * dtype_size(t.dtype()));
+    t.copy_to_host(b.data());
+    out.push_back(std::move(b));
+  }
+  return out;
+}
+
+// Kernels of many kinds: math functions in both float widths and bfloat16, row and column
+// reductions, normalizations, random numbers, a transposed read and broadcasting.
+Bytes run_step(int seed) {
+  manual_seed(static_cast<uint64_t>(seed));
+  Tensor x = randn({64, 96});
+  Tensor d = randn({33, 17}, kFloat64);
+  Tensor h = randn({40, 24}).to(kBFloat16);
+  mark_step();
+  std::vector<Tensor> outs = {
+      (x.sin() * x + 0.5).tanh() * x.sigmoid(),
+      x.gelu().exp().sum({1}),
+      x.softmax(1),
+      x.log_softmax(0),
+      x.logsumexp({0}),
+      x.transpose(0, 1).mul(x.amax({1})).mean({0}),
+      (d.exp() + d.cos()).sum(),
+      d.sqrt().abs().pow(1.5),
+      h.tanh().mul(h).sum({0}),
+      rand({50, 7}) + x.narrow(0, 0, 50).narrow(1, 0, 7),
+  };
+  sync(outs);
+  return bytes_of(outs);
+}
+
+class Tiered : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    set_backend("cpu");
+    setenv("LAZYX_CACHE_DIR", "", 1);  // compile everything here, in this process
+    unsetenv("LAZYX_CPU_TIERED");
+    clear_program_cache();
+    metrics::clear_counters();
+  }
+  void TearDown() override {
+    wait_for_background_compiles();
+    unsetenv("LAZYX_CPU_TIERED");
+  }
+};
+
+}  // namespace
+
+TEST_F(Tiered, FullTierReplacesQuickKernelsWithBitwiseEqualResults) {
+  const Bytes quick = run_step(7);
+  ASSERT_GT(counter("CpuKernelCompiled"), 5);
+  wait_for_background_compiles();
+  const Bytes full = run_step(7);  // the same programs: cache hits that swap the code in
+  EXPECT_EQ(counter("CpuKernelUpgraded"), counter("CpuKernelCompiled"));
+  ASSERT_EQ(quick.size(), full.size());
+  for (size_t i = 0; i < quick.size(); ++i) EXPECT_TRUE(quick[i] == full[i]) << "output " << i;
+}
+
+TEST_F(Tiered, OffCompilesFullTierAtOnceWithTheSameResults) {
+  const Bytes tiered = run_step(11);
+  wait_for_background_compiles();
+  clear_program_cache();  // frees every kernel: the next programs compile again
+  metrics::clear_counters();
+  setenv("LAZYX_CPU_TIERED", "0", 1);
+  const Bytes direct = run_step(11);
+  EXPECT_GT(counter("CpuKernelCompiled"), 5);
+  wait_for_background_compiles();
+  run_step(11);
+  EXPECT_EQ(counter("CpuKernelUpgraded"), 0);
+  EXPECT_TRUE(tiered == direct);
+}
+
+TEST_F(Tiered, InvalidSettingIsAnError) {
+  Tensor x = full({5}, 2.0f);
+  mark_step();
+  setenv("LAZYX_CPU_TIERED", "sometimes", 1);
+  Tensor y = (x * 3 + 1).exp();
+  try {
+    sync({y});
+    ADD_FAILURE() << "expected lazyx::Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("LAZYX_CPU_TIERED"), std::string::npos) << e.what();
+  }
+  unsetenv("LAZYX_CPU_TIERED");
+  sync({y});
+  EXPECT_FLOAT_EQ(y.to_vector<float>()[4], std::exp(7.0f));
+}
