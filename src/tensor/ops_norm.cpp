@@ -1,6 +1,7 @@
 // Batch norm and group norm with their gradients: compositions of reductions and elementwise
 // ops (the cpu backend fuses them). Running statistics are updated with in-place ops, so their
 // buffers are donated like any in-place update.
+#include <algorithm>
 #include <string>
 
 #include "lazyx/ops.h"
@@ -34,6 +35,13 @@ void check_input(const char* op, const Tensor& x) {
                      ir::shape_str(x.shape()) + " " + dtype_name(x.dtype()) +
                      "; add a batch dim or convert to float32.");
   }
+}
+
+// Elements per (sample, group): channels per group times the spatial size.
+int64_t group_size(const Tensor& x, int64_t groups) {
+  int64_t hw = 1;
+  for (int64_t d = 2; d < x.dim(); ++d) hw *= x.size(d);
+  return x.size(1) / groups * hw;
 }
 
 void check_channels(const char* op, const char* what, const Tensor& t, int64_t c) {
@@ -148,7 +156,7 @@ std::tuple<Tensor, Tensor, Tensor> group_norm(const Tensor& x, const Tensor& wei
   check_channels(op, "weight", weight, c);
   check_channels(op, "bias", bias, c);
   const Dtype cd = compute_dtype(x.dtype());
-  Tensor xg = x.to(cd).reshape({n, groups, -1});
+  Tensor xg = x.to(cd).reshape({n, groups, group_size(x, groups)});
   Tensor mean = xg.mean({2}, true);
   Tensor centered = xg.sub(mean);
   Tensor rstd = centered.mul(centered).mean({2}, true).add(eps).rsqrt();
@@ -168,17 +176,18 @@ std::tuple<Tensor, Tensor, Tensor> group_norm_backward(const Tensor& grad, const
   const int64_t n = x.size(0), c = x.size(1);
   Tensor mu = mean.to(cd).reshape({n, groups, 1}), rs = rstd.to(cd).reshape({n, groups, 1});
   Tensor g = grad.to(cd);
-  Tensor xhat = x.to(cd).reshape({n, groups, -1}).sub(mu).mul(rs);
+  const int64_t d = group_size(x, groups), hw = d / std::max<int64_t>(c / groups, 1);
+  Tensor xhat = x.to(cd).reshape({n, groups, d}).sub(mu).mul(rs);
   Tensor dx, dw, db;
   if (mask[0]) {
     Tensor gw = weight.defined() ? g.mul(per_channel(weight, x.dim(), cd)) : g;
-    Tensor gg = gw.reshape({n, groups, -1});
+    Tensor gg = gw.reshape({n, groups, d});
     Tensor d = gg.sub(gg.mean({2}, true)).sub(xhat.mul(gg.mul(xhat).mean({2}, true))).mul(rs);
     dx = d.reshape(x.shape()).to(x.dtype());
   }
   const Dtype wd = weight.defined() ? weight.dtype() : x.dtype();
-  Tensor g3 = g.reshape({n, c, -1});
-  if (mask[1]) dw = g3.mul(xhat.reshape({n, c, -1})).sum({0, 2}).to(wd);
+  Tensor g3 = g.reshape({n, c, hw});
+  if (mask[1]) dw = g3.mul(xhat.reshape({n, c, hw})).sum({0, 2}).to(wd);
   if (mask[2]) db = g3.sum({0, 2}).to(wd);
   return {dx, dw, db};
 }

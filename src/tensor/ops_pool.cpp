@@ -1,5 +1,6 @@
 // Pooling: max, average, adaptive and unpooling, as gathers over host-built tap tables.
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "lazyx/ops.h"
@@ -67,10 +68,11 @@ DimTaps window_taps(const char* op, int64_t in, int64_t k, int64_t s, int64_t pa
   return t;
 }
 
-Taps pool_taps(const char* op, const Tensor& x, const PoolParams& p, bool count_include_pad) {
+Taps pool_taps(const char* op, const Tensor& x, const PoolParams& p, bool count_include_pad,
+               bool floating = true) {
   check_params(op, p);
   const size_t nd = p.kernel.size();
-  check_spatial(op, x, nd, 1, true);
+  check_spatial(op, x, nd, 1, floating);
   std::vector<DimTaps> dims;
   for (size_t i = 0; i < nd; ++i) {
     const int64_t k = p.kernel[i];
@@ -151,15 +153,34 @@ Tensor max_pool_backward(const Tensor& grad, const Tensor& input, const Tensor& 
   return zeros({B, L}, grad.dtype()).scatter_add(1, idx, g).reshape(input.shape());
 }
 
+// Integer average pooling truncates the quotient toward zero, as eager does.
+Tensor int_avg_pool(const Tensor& x, const Taps& t) {
+  std::vector<int64_t> mask(t.valid.begin(), t.valid.end());
+  std::vector<double> div(static_cast<size_t>(t.P), 1.0);
+  for (int64_t p = 0; p < t.P; ++p) {
+    for (int64_t k = 0; k < t.K; ++k) {
+      if (t.valid[p * t.K + k] && t.w[p * t.K + k] != 0) div[p] = 1.0 / t.w[p * t.K + k];
+    }
+    div[p] = std::round(div[p]);
+  }
+  Tensor v = gather_taps(x.to(kInt64), t).mul(tensor<int64_t>(mask, {t.P, t.K})).sum({2});
+  Shape out = lead_shape(x.shape(), t.in_size.size());
+  out.insert(out.end(), t.out_size.begin(), t.out_size.end());
+  Tensor q = v.to(kFloat64).div(tensor<double>(div, {t.P})).to(kInt64);
+  return q.reshape(out).to(x.dtype());
+}
+
 Tensor avg_pool(const Tensor& x, const PoolParams& p, bool count_include_pad,
                 std::optional<int64_t> divisor_override) {
-  Taps t = pool_taps("avg_pool", x, p, count_include_pad);
+  if (x.dtype() == kBool) ir::fail("avg_pool", "bool inputs are not supported; convert first.");
+  Taps t = pool_taps("avg_pool", x, p, count_include_pad, false);
   if (divisor_override.has_value()) {
     if (*divisor_override == 0) ir::fail("avg_pool", "divisor must be not zero; pass another.");
     for (size_t i = 0; i < t.w.size(); ++i) {
       t.w[i] = t.valid[i] ? 1.0 / static_cast<double>(*divisor_override) : 0.0;
     }
   }
+  if (!is_floating(x.dtype())) return int_avg_pool(x, t);
   return weighted_taps("avg_pool", x, t);
 }
 

@@ -107,11 +107,11 @@ Taps pad_table(const char* op, const Shape& in_shape, const std::vector<int64_t>
     const int64_t in = in_shape[in_shape.size() - nd + i];
     const int64_t lo = pads[2 * (nd - 1 - i)], hi = pads[2 * (nd - 1 - i) + 1];
     const bool reflect = mode == PadMode::Reflect;
-    if (reflect ? (lo >= in || hi >= in || lo < 0 || hi < 0) : (in == 0 || lo < 0 || hi < 0)) {
+    if (reflect ? (lo >= in || hi >= in) : in == 0 || in + lo + hi <= 0) {
       ir::fail(op, "padding (" + std::to_string(lo) + ", " + std::to_string(hi) +
                        ") does not fit a dim of size " + std::to_string(in) +
                        (reflect ? "; reflection needs padding < the dim size." :
-                                  "; use non-negative padding of a non-empty dim."));
+                                  "; pad a non-empty dim to a positive size."));
     }
     DimTaps t;
     t.in = in;
