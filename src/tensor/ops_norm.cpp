@@ -92,7 +92,10 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm(const Tensor& x, const Tensor& wei
     Tensor out = normalize(xc, running_mean.to(cd), invstd, weight, bias);
     return {out.to(x.dtype()), zeros({0}, x.dtype()), zeros({0}, x.dtype())};
   }
-  const int64_t n = c == 0 ? 0 : x.numel() / c;
+  if (x.numel() == 0) {  // no statistics to take: zeros, running statistics unchanged
+    return {zeros(x.shape(), x.dtype()), zeros({c}, x.dtype()), zeros({c}, x.dtype())};
+  }
+  const int64_t n = x.numel() / c;
   const std::vector<int64_t> dims = non_channel_dims(x.dim());
   Tensor mean = xc.mean(dims);
   Tensor centered = xc.sub(per_channel(mean, x.dim(), cd));
