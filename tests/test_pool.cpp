@@ -65,8 +65,8 @@ void hand_max_pool(const std::vector<float>& x, int64_t H, int64_t W, const Pool
 }
 
 // PyTorch's avg_pool2d loop on one plane.
-std::vector<float> hand_avg_pool(const std::vector<float>& x, int64_t H, int64_t W,
-                                 const Pool2d& p, bool include_pad, int64_t divisor) {
+std::vector<float> hand_avg_pool(const std::vector<float>& x, int64_t H, int64_t W, const Pool2d& p,
+                                 bool include_pad, int64_t divisor) {
   std::vector<float> out;
   const int64_t OH = out_len(H, p.kh, p.sh, p.ph, 1, p.ceil);
   const int64_t OW = out_len(W, p.kw, p.sw, p.pw, 1, p.ceil);
@@ -94,8 +94,10 @@ PoolParams params(const Pool2d& p) {
   return PoolParams{{p.kh, p.kw}, {p.sh, p.sw}, {p.ph, p.pw}, {p.dh, p.dw}, p.ceil};
 }
 
-const Pool2d kCases[] = {{2, 2, 2, 2, 0, 0},          {3, 3, 2, 2, 1, 1},
-                         {3, 3, 2, 2, 1, 1, 1, 1, true}, {3, 2, 1, 2, 1, 0, 2, 1},
+const Pool2d kCases[] = {{2, 2, 2, 2, 0, 0},
+                         {3, 3, 2, 2, 1, 1},
+                         {3, 3, 2, 2, 1, 1, 1, 1, true},
+                         {3, 2, 1, 2, 1, 0, 2, 1},
                          {2, 3, 3, 1, 1, 1, 1, 2, true}};
 
 TEST(Pool, MaxPoolMatchesHandLoop) {
@@ -113,8 +115,8 @@ TEST(Pool, MaxPoolMatchesHandLoop) {
     EXPECT_EQ(i.to_vector<int64_t>(), want_idx);
     // Backward: each input gets the sum of the gradients of the windows it won.
     Tensor g = ones(v.shape());
-    std::vector<float> gi = max_pool_backward(g, tensor<float>(xv, {1, B, H, W}), i, 2)
-                                .to_vector<float>();
+    std::vector<float> gi =
+        max_pool_backward(g, tensor<float>(xv, {1, B, H, W}), i, 2).to_vector<float>();
     std::vector<float> want_g(xv.size(), 0);
     for (size_t k = 0; k < want_idx.size(); ++k) {
       want_g[(k / (want_idx.size() / B)) * H * W + want_idx[k]] += 1;
@@ -210,8 +212,8 @@ TEST(Norm, BatchNormBackwardMatchesFiniteDifferences) {
   Tensor w = tensor<float>({0.5f, 2.0f}, {2});
   Tensor g = tensor<float>(randoms(24, 6), {3, 2, 4});
   auto loss = [&](const std::vector<float>& v) {
-    auto [y, m, s] = batch_norm(tensor<float>(v, {3, 2, 4}), w, Tensor(), Tensor(), Tensor(),
-                                true, 0.1, 1e-5);
+    auto [y, m, s] =
+        batch_norm(tensor<float>(v, {3, 2, 4}), w, Tensor(), Tensor(), Tensor(), true, 0.1, 1e-5);
     return static_cast<double>(y.to(kFloat64).mul(g.to(kFloat64)).sum().item<double>());
   };
   Tensor x = tensor<float>(xv, {3, 2, 4});
@@ -246,20 +248,37 @@ TEST(Norm, GroupNormMatchesHandLoop) {
 
 TEST(Pool, BadInputErrors) {
   Tensor x = zeros({1, 2, 4, 4});
-  expect_error([&] { max_pool(x, PoolParams{{2, 2}, {2, 2}, {2, 2}, {}, false}); },
-               {"[max_pool]", "padding"});
-  expect_error([&] { max_pool(zeros({4}), PoolParams{{2, 2}, {}, {}, {}, false}); },
-               {"[max_pool]", "input"});
-  expect_error([&] { avg_pool(x, PoolParams{{5, 5}, {}, {}, {}, false}); },
-               {"[avg_pool]", "too small"});
-  expect_error([&] { max_pool(zeros({1, 4, 4}, kInt64), PoolParams{{2, 2}, {}, {}, {}, false}); },
-               {"[max_pool]", "floating"});
+  expect_error(
+      [&] {
+        max_pool(x, PoolParams{{2, 2}, {2, 2}, {2, 2}, {}, false});
+      },
+      {"[max_pool]", "padding"});
+  expect_error(
+      [&] {
+        max_pool(zeros({4}), PoolParams{{2, 2}, {}, {}, {}, false});
+      },
+      {"[max_pool]", "input"});
+  expect_error(
+      [&] {
+        avg_pool(x, PoolParams{{5, 5}, {}, {}, {}, false});
+      },
+      {"[avg_pool]", "too small"});
+  expect_error(
+      [&] {
+        max_pool(zeros({1, 4, 4}, kInt64), PoolParams{{2, 2}, {}, {}, {}, false});
+      },
+      {"[max_pool]", "floating"});
   expect_error([&] { pad(zeros({1, 3}), {3, 0}, PadMode::Reflect); }, {"[pad]", "reflection"});
-  expect_error([&] { group_norm(zeros({2, 6, 3}), Tensor(), Tensor(), 4, 1e-5); },
-               {"[group_norm]", "groups"});
-  expect_error([&] { col2im(zeros({1, 5, 4}), {3, 3}, PoolParams{{2, 2}, {1, 1}, {0, 0},
-                                                                 {1, 1}, false}); },
-               {"[col2im]", "kernel"});
+  expect_error(
+      [&] {
+        group_norm(zeros({2, 6, 3}), Tensor(), Tensor(), 4, 1e-5);
+      },
+      {"[group_norm]", "groups"});
+  expect_error(
+      [&] {
+        col2im(zeros({1, 5, 4}), {3, 3}, PoolParams{{2, 2}, {1, 1}, {0, 0}, {1, 1}, false});
+      },
+      {"[col2im]", "kernel"});
 }
 
 #ifdef LAZYX_TEST_HAVE_CPU
@@ -273,9 +292,9 @@ TEST(Pool, CpuBackendMatchesReference) {
     Tensor up = interpolate(x, {11, 5}, InterpMode::Cubic, false);
     Tensor rp = pad(x, {2, 1, 1, 3}, PadMode::Reflect);
     auto [bn, bm, bs] = batch_norm(x, Tensor(), Tensor(), Tensor(), Tensor(), true, 0.1, 1e-5);
-    auto [gx, gw, gb] = batch_norm_backward(up.sum({2, 3}, true).expand(x.shape()), x, Tensor(),
-                                            Tensor(), Tensor(), bm, bs, true, 1e-5,
-                                            {true, true, true});
+    auto [gx, gw, gb] =
+        batch_norm_backward(up.sum({2, 3}, true).expand(x.shape()), x, Tensor(), Tensor(), Tensor(),
+                            bm, bs, true, 1e-5, {true, true, true});
     return std::vector<Tensor>{mv, mi, a, ab, up, rp, bn, gx, gw};
   };
   set_backend("reference");

@@ -11,9 +11,7 @@ using c10::optional;
 
 namespace {
 
-LT opt(const optional<Tensor>& t) {
-  return t.has_value() && t->defined() ? lz(*t) : LT();
-}
+LT opt(const optional<Tensor>& t) { return t.has_value() && t->defined() ? lz(*t) : LT(); }
 Tensor wrap_opt(const LT& t) { return t.defined() ? wrap(t) : Tensor(); }
 
 lazyx::PoolParams params(c10::IntArrayRef k, c10::IntArrayRef s, c10::IntArrayRef p,
@@ -29,25 +27,25 @@ lazyx::PoolParams params(c10::IntArrayRef k, c10::IntArrayRef s, c10::IntArrayRe
 }
 
 // Batch and group norm.
-std::tuple<Tensor, Tensor, Tensor> native_batch_norm(
-    const Tensor& input, const optional<Tensor>& weight, const optional<Tensor>& bias,
-    const optional<Tensor>& running_mean, const optional<Tensor>& running_var, bool training,
-    double momentum, double eps) {
-  auto [out, mean, invstd] = lazyx::batch_norm(lz(input), opt(weight), opt(bias),
-                                               opt(running_mean), opt(running_var), training,
-                                               momentum, eps);
+std::tuple<Tensor, Tensor, Tensor> native_batch_norm(const Tensor& input,
+                                                     const optional<Tensor>& weight,
+                                                     const optional<Tensor>& bias,
+                                                     const optional<Tensor>& running_mean,
+                                                     const optional<Tensor>& running_var,
+                                                     bool training, double momentum, double eps) {
+  auto [out, mean, invstd] = lazyx::batch_norm(lz(input), opt(weight), opt(bias), opt(running_mean),
+                                               opt(running_var), training, momentum, eps);
   return {wrap(out), wrap(mean), wrap(invstd)};
 }
 
 std::tuple<Tensor, Tensor, Tensor> native_batch_norm_backward(
     const Tensor& grad, const Tensor& input, const optional<Tensor>& weight,
     const optional<Tensor>& running_mean, const optional<Tensor>& running_var,
-    const optional<Tensor>& save_mean, const optional<Tensor>& save_invstd, bool train,
-    double eps, std::array<bool, 3> mask) {
-  auto [dx, dw, db] =
-      lazyx::batch_norm_backward(lz(grad), lz(input), opt(weight), opt(running_mean),
-                                 opt(running_var), opt(save_mean), opt(save_invstd), train, eps,
-                                 mask);
+    const optional<Tensor>& save_mean, const optional<Tensor>& save_invstd, bool train, double eps,
+    std::array<bool, 3> mask) {
+  auto [dx, dw, db] = lazyx::batch_norm_backward(
+      lz(grad), lz(input), opt(weight), opt(running_mean), opt(running_var), opt(save_mean),
+      opt(save_invstd), train, eps, mask);
   return {wrap_opt(dx), wrap_opt(dw), wrap_opt(db)};
 }
 
@@ -79,18 +77,18 @@ std::tuple<Tensor, Tensor> max_pool_with_indices(const Tensor& self, c10::IntArr
 Tensor max_pool_with_indices_backward(const Tensor& grad, const Tensor& self, c10::IntArrayRef k,
                                       c10::IntArrayRef, c10::IntArrayRef, c10::IntArrayRef, bool,
                                       const Tensor& indices) {
-  return wrap(lazyx::max_pool_backward(lz(grad), lz(self), lz(indices),
-                                       static_cast<int64_t>(k.size())));
+  return wrap(
+      lazyx::max_pool_backward(lz(grad), lz(self), lz(indices), static_cast<int64_t>(k.size())));
 }
 Tensor avg_pool(const Tensor& self, c10::IntArrayRef k, c10::IntArrayRef s, c10::IntArrayRef p,
                 bool ceil, bool count_include_pad, optional<int64_t> divisor) {
-  return wrap(lazyx::avg_pool(lz(self), params(k, s, p, {}, ceil), count_include_pad,
-                              divisor.has_value() ? std::optional<int64_t>(*divisor)
-                                                  : std::nullopt));
+  return wrap(
+      lazyx::avg_pool(lz(self), params(k, s, p, {}, ceil), count_include_pad,
+                      divisor.has_value() ? std::optional<int64_t>(*divisor) : std::nullopt));
 }
 Tensor avg_pool_backward(const Tensor& grad, const Tensor& self, c10::IntArrayRef k,
-                         c10::IntArrayRef s, c10::IntArrayRef p, bool ceil,
-                         bool count_include_pad, optional<int64_t> divisor) {
+                         c10::IntArrayRef s, c10::IntArrayRef p, bool ceil, bool count_include_pad,
+                         optional<int64_t> divisor) {
   return wrap(lazyx::avg_pool_backward(
       lz(grad), lz(self), params(k, s, p, {}, ceil), count_include_pad,
       divisor.has_value() ? std::optional<int64_t>(*divisor) : std::nullopt));
@@ -130,8 +128,8 @@ Tensor im2col(const Tensor& self, c10::IntArrayRef k, c10::IntArrayRef d, c10::I
               c10::IntArrayRef s) {
   return wrap(lazyx::im2col(lz(self), params(k, s, p, d, false)));
 }
-Tensor col2im(const Tensor& self, c10::SymIntArrayRef out, c10::IntArrayRef k,
-              c10::IntArrayRef d, c10::IntArrayRef p, c10::IntArrayRef s) {
+Tensor col2im(const Tensor& self, c10::SymIntArrayRef out, c10::IntArrayRef k, c10::IntArrayRef d,
+              c10::IntArrayRef p, c10::IntArrayRef s) {
   return wrap(lazyx::col2im(lz(self), to_shape(out), params(k, s, p, d, false)));
 }
 

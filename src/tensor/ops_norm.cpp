@@ -46,8 +46,10 @@ int64_t group_size(const Tensor& x, int64_t groups) {
 
 void check_channels(const char* op, const char* what, const Tensor& t, int64_t c) {
   if (t.defined() && t.numel() != c) {
-    ir::fail(op, std::string(what) + " has " + std::to_string(t.numel()) + " elements but the "
-                 "input has " + std::to_string(c) + " channels; pass one value per channel.");
+    ir::fail(op, std::string(what) + " has " + std::to_string(t.numel()) +
+                     " elements but the "
+                     "input has " +
+                     std::to_string(c) + " channels; pass one value per channel.");
   }
 }
 
@@ -78,8 +80,10 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm(const Tensor& x, const Tensor& wei
   const char* op = "batch_norm";
   check_input(op, x);
   const int64_t c = x.size(1);
-  for (auto [t, name] : {std::pair{&weight, "weight"}, {&bias, "bias"}, {&running_mean,
-       "running_mean"}, {&running_var, "running_var"}}) {
+  for (auto [t, name] : {std::pair{&weight, "weight"},
+                         {&bias, "bias"},
+                         {&running_mean, "running_mean"},
+                         {&running_var, "running_var"}}) {
     check_channels(op, name, *t, c);
   }
   const Dtype cd = compute_dtype(x.dtype());

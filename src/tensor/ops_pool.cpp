@@ -21,7 +21,9 @@ int64_t param_at(const std::vector<int64_t>& v, size_t i, int64_t dflt) {
 
 void check_params(const char* op, const PoolParams& p) {
   const size_t nd = p.kernel.size();
-  auto ok = [nd](const std::vector<int64_t>& v) { return v.empty() || v.size() == 1 || v.size() == nd; };
+  auto ok = [nd](const std::vector<int64_t>& v) {
+    return v.empty() || v.size() == 1 || v.size() == nd;
+  };
   if (nd == 0 || !ok(p.stride) || !ok(p.padding) || !ok(p.dilation)) {
     ir::fail(op, "stride, padding and dilation need one value or one per kernel dim (" +
                      std::to_string(nd) + "); pass matching lists.");
@@ -32,15 +34,16 @@ void check_params(const char* op, const PoolParams& p) {
 int64_t pool_out(const char* op, int64_t in, int64_t k, int64_t s, int64_t pad, int64_t d,
                  bool ceil) {
   if (k <= 0 || s <= 0 || d <= 0 || pad < 0) {
-    ir::fail(op, "kernel size, stride and dilation must be positive and padding non-negative; "
-                 "fix the pooling arguments.");
+    ir::fail(op,
+             "kernel size, stride and dilation must be positive and padding non-negative; "
+             "fix the pooling arguments.");
   }
   const int64_t num = in + 2 * pad - d * (k - 1) - 1 + (ceil ? s - 1 : 0);
   int64_t out = (num >= 0 ? num / s : -((-num + s - 1) / s)) + 1;
   if (ceil && (out - 1) * s >= in + pad) --out;
   if (out < 1) {
-    ir::fail(op, "output size is too small for input size " + std::to_string(in) +
-                     " and kernel " + std::to_string(k) + "; use a smaller kernel or more padding.");
+    ir::fail(op, "output size is too small for input size " + std::to_string(in) + " and kernel " +
+                     std::to_string(k) + "; use a smaller kernel or more padding.");
   }
   return out;
 }
@@ -82,8 +85,8 @@ Taps pool_taps(const char* op, const Tensor& x, const PoolParams& p, bool count_
                        " is more than half the effective kernel size; use less padding.");
     }
     const int64_t in = x.size(x.dim() - static_cast<int64_t>(nd) + static_cast<int64_t>(i));
-    dims.push_back(window_taps(op, in, k, param_at(p.stride, i, k), pad, d, p.ceil_mode,
-                               count_include_pad));
+    dims.push_back(
+        window_taps(op, in, k, param_at(p.stride, i, k), pad, d, p.ceil_mode, count_include_pad));
   }
   return combine_taps(dims);
 }
@@ -113,8 +116,7 @@ Taps adaptive_table(const char* op, const Tensor& x, const Shape& out_size) {
   check_spatial(op, x, nd, 1, true);
   std::vector<DimTaps> dims;
   for (size_t i = 0; i < nd; ++i) {
-    dims.push_back(adaptive_taps(op, x.size(x.dim() - static_cast<int64_t>(nd - i)),
-                                 out_size[i]));
+    dims.push_back(adaptive_taps(op, x.size(x.dim() - static_cast<int64_t>(nd - i)), out_size[i]));
   }
   return combine_taps(dims);
 }
@@ -143,7 +145,8 @@ Tensor max_pool_backward(const Tensor& grad, const Tensor& input, const Tensor& 
   if (grad.shape() != indices.shape() || spatial_dims < 1 || input.dim() < spatial_dims ||
       grad.dim() != input.dim()) {
     ir::fail("max_pool_backward", "grad " + ir::shape_str(grad.shape()) + " and indices " +
-                                      ir::shape_str(indices.shape()) + " must have the shape of "
+                                      ir::shape_str(indices.shape()) +
+                                      " must have the shape of "
                                       "the forward output; pass the forward's indices.");
   }
   const Shape ls = lead_shape(input.shape(), static_cast<size_t>(spatial_dims));
@@ -218,8 +221,10 @@ Tensor max_unpool(const Tensor& x, const Tensor& indices, const Shape& out_size)
   const size_t nd = out_size.size();
   check_spatial("max_unpool", x, nd, 1, false);
   if (indices.shape() != x.shape()) {
-    ir::fail("max_unpool", "indices " + ir::shape_str(indices.shape()) + " must have the shape of "
-                               "the input " + ir::shape_str(x.shape()) + "; pass max_pool's indices.");
+    ir::fail("max_unpool", "indices " + ir::shape_str(indices.shape()) +
+                               " must have the shape of "
+                               "the input " +
+                               ir::shape_str(x.shape()) + "; pass max_pool's indices.");
   }
   Shape lead = lead_shape(x.shape(), nd);
   const int64_t B = ir::shape_numel(lead), L = ir::shape_numel(out_size);

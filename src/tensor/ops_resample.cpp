@@ -17,8 +17,7 @@ namespace {
 
 // PyTorch's compute_scales_value / area_pixel_compute_scale.
 double scale_value(std::optional<double> s, int64_t in, int64_t out) {
-  return s.has_value() && *s > 0 ? 1.0 / *s
-                                 : static_cast<double>(in) / static_cast<double>(out);
+  return s.has_value() && *s > 0 ? 1.0 / *s : static_cast<double>(in) / static_cast<double>(out);
 }
 double area_scale(int64_t in, int64_t out, bool align, std::optional<double> s) {
   if (align) return out > 1 ? static_cast<double>(in - 1) / static_cast<double>(out - 1) : 0.0;
@@ -43,8 +42,7 @@ int64_t nearest_index(int64_t o, int64_t in, int64_t out, std::optional<double> 
 double cubic1(double x, double a) { return ((a + 2) * x - (a + 3)) * x * x + 1; }
 double cubic2(double x, double a) { return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a; }
 
-DimTaps interp_taps(int64_t in, int64_t out, InterpMode mode, bool align,
-                    std::optional<double> s) {
+DimTaps interp_taps(int64_t in, int64_t out, InterpMode mode, bool align, std::optional<double> s) {
   DimTaps t;
   t.in = in;
   t.out = out;
@@ -55,8 +53,8 @@ DimTaps interp_taps(int64_t in, int64_t out, InterpMode mode, bool align,
       push_tap(t, nearest_index(o, in, out, s, mode == InterpMode::NearestExact), 1.0);
       continue;
     }
-    double src = align ? scale * static_cast<double>(o)
-                       : scale * (static_cast<double>(o) + 0.5) - 0.5;
+    double src =
+        align ? scale * static_cast<double>(o) : scale * (static_cast<double>(o) + 0.5) - 0.5;
     if (mode == InterpMode::Linear) {
       src = std::max(src, 0.0);
       const int64_t i0 = std::min(static_cast<int64_t>(std::floor(src)), in - 1);
@@ -78,7 +76,8 @@ Taps interp_table(const char* op, const Shape& in_shape, const Shape& out_size, 
   const size_t nd = out_size.size();
   if (nd == 0 || in_shape.size() < nd + 1 || (!scales.empty() && scales.size() != nd)) {
     ir::fail(op, "input " + ir::shape_str(in_shape) + " and output size " +
-                     ir::shape_str(out_size) + " do not match; pass one size (and scale) per "
+                     ir::shape_str(out_size) +
+                     " do not match; pass one size (and scale) per "
                      "spatial dim.");
   }
   std::vector<DimTaps> dims;
@@ -88,8 +87,8 @@ Taps interp_table(const char* op, const Shape& in_shape, const Shape& out_size, 
       ir::fail(op, "input and output sizes must be positive, got " + ir::shape_str(in_shape) +
                        " -> " + ir::shape_str(out_size) + "; pass positive sizes.");
     }
-    dims.push_back(interp_taps(in, out_size[i], mode, align,
-                               scales.empty() ? std::nullopt : scales[i]));
+    dims.push_back(
+        interp_taps(in, out_size[i], mode, align, scales.empty() ? std::nullopt : scales[i]));
   }
   return combine_taps(dims);
 }
@@ -110,8 +109,8 @@ Taps pad_table(const char* op, const Shape& in_shape, const std::vector<int64_t>
     if (reflect ? (lo >= in || hi >= in) : in == 0 || in + lo + hi <= 0) {
       ir::fail(op, "padding (" + std::to_string(lo) + ", " + std::to_string(hi) +
                        ") does not fit a dim of size " + std::to_string(in) +
-                       (reflect ? "; reflection needs padding < the dim size." :
-                                  "; pad a non-empty dim to a positive size."));
+                       (reflect ? "; reflection needs padding < the dim size."
+                                : "; pad a non-empty dim to a positive size."));
     }
     DimTaps t;
     t.in = in;
@@ -167,8 +166,8 @@ Tensor pad(const Tensor& x, const std::vector<int64_t>& pads, PadMode mode) {
 
 Tensor pad_backward(const Tensor& grad, const Shape& input_size, const std::vector<int64_t>& pads,
                     PadMode mode) {
-  return weighted_taps_backward(grad, pad_table("pad_backward", input_size, pads, mode),
-                                input_size, grad.dtype());
+  return weighted_taps_backward(grad, pad_table("pad_backward", input_size, pads, mode), input_size,
+                                grad.dtype());
 }
 
 namespace {
@@ -183,8 +182,9 @@ Taps block_taps(const char* op, int64_t h, int64_t w, const PoolParams& p) {
   for (size_t i = 0; i < 2; ++i) {
     const int64_t k = p.kernel[i], s = p.stride[i], pad = p.padding[i], d = p.dilation[i];
     if (k <= 0 || s <= 0 || d <= 0 || pad < 0) {
-      ir::fail(op, "kernel, stride and dilation must be positive, padding non-negative; fix "
-                   "the arguments.");
+      ir::fail(op,
+               "kernel, stride and dilation must be positive, padding non-negative; fix "
+               "the arguments.");
     }
     const int64_t out = (in[i] + 2 * pad - d * (k - 1) - 1) / s + 1;
     if (in[i] + 2 * pad - d * (k - 1) - 1 < 0 || out <= 0) {

@@ -55,8 +55,9 @@ void point_invalid_at_first_valid(const char* op, Taps& t) {
       if (t.valid[p * t.K + k]) first = t.idx[p * t.K + k];
     }
     if (first < 0) {
-      ir::fail(op, "a pooling window lies entirely in the padding; use padding at most half the "
-                   "kernel size.");
+      ir::fail(op,
+               "a pooling window lies entirely in the padding; use padding at most half the "
+               "kernel size.");
     }
     for (int64_t k = 0; k < t.K; ++k) {
       if (!t.valid[p * t.K + k]) t.idx[p * t.K + k] = first;
@@ -70,8 +71,8 @@ Shape lead_shape(const Shape& s, size_t nd) { return Shape(s.begin(), s.end() - 
 
 void check_spatial(const char* op, const Tensor& x, size_t nd, int64_t min_lead, bool floating) {
   if (x.dim() < static_cast<int64_t>(nd) + min_lead || x.dim() > static_cast<int64_t>(nd) + 2) {
-    ir::fail(op, "expected a " + std::to_string(nd + min_lead) + "-D or " +
-                     std::to_string(nd + 2) + "-D input, got shape " + ir::shape_str(x.shape()) +
+    ir::fail(op, "expected a " + std::to_string(nd + min_lead) + "-D or " + std::to_string(nd + 2) +
+                     "-D input, got shape " + ir::shape_str(x.shape()) +
                      "; add or remove batch dims.");
   }
   if (floating && !is_floating(x.dtype())) {
