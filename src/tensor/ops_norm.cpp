@@ -23,10 +23,10 @@ Tensor per_channel(const Tensor& v, int64_t rank, Dtype d) {
   return r.dtype() == d ? r : r.to(d);
 }
 
-std::vector<int64_t> non_channel_dims(int64_t rank) {
-  std::vector<int64_t> dims = {0};
-  for (int64_t d = 2; d < rank; ++d) dims.push_back(d);
-  return dims;
+// Sum over every dim but 1, as two trailing reductions (the engine reduces trailing dims fastest).
+Tensor channel_sum(const Tensor& t) {
+  const int64_t n = t.size(0), c = t.size(1);
+  return t.reshape({n, c, c == 0 || n == 0 ? 0 : t.numel() / (n * c)}).sum({2}).sum({0});
 }
 
 void check_input(const char* op, const Tensor& x) {
@@ -100,10 +100,9 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm(const Tensor& x, const Tensor& wei
     return {zeros(x.shape(), x.dtype()), zeros({c}, x.dtype()), zeros({c}, x.dtype())};
   }
   const int64_t n = x.numel() / c;
-  const std::vector<int64_t> dims = non_channel_dims(x.dim());
-  Tensor mean = xc.mean(dims);
+  Tensor mean = channel_sum(xc).div(static_cast<double>(n));
   Tensor centered = xc.sub(per_channel(mean, x.dim(), cd));
-  Tensor var = centered.mul(centered).mean(dims);
+  Tensor var = channel_sum(centered.mul(centered)).div(static_cast<double>(n));
   Tensor invstd = var.add(eps).rsqrt();
   Tensor out = normalize(xc, mean, invstd, weight, bias);
   update_running(running_mean, mean, momentum);
@@ -129,10 +128,9 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_backward(
   Tensor mean = m.to(cd);
   Tensor invstd = training ? save_invstd.to(cd) : running_var.to(cd).add(eps).rsqrt();
   Tensor xc = x.to(cd), g = grad.to(cd);
-  const std::vector<int64_t> dims = non_channel_dims(r);
   Tensor centered = xc.sub(per_channel(mean, r, cd));
-  Tensor gsum = g.sum(dims);
-  Tensor dotp = g.mul(centered).sum(dims);
+  Tensor gsum = channel_sum(g);
+  Tensor dotp = channel_sum(g.mul(centered));
   Tensor dx, dw, db;
   if (mask[0]) {
     Tensor scale = weight.defined() ? invstd.mul(weight.to(cd)) : invstd;
@@ -194,8 +192,8 @@ std::tuple<Tensor, Tensor, Tensor> group_norm_backward(const Tensor& grad, const
   }
   const Dtype wd = weight.defined() ? weight.dtype() : x.dtype();
   Tensor g3 = g.reshape({n, c, hw});
-  if (mask[1]) dw = g3.mul(xhat.reshape({n, c, hw})).sum({0, 2}).to(wd);
-  if (mask[2]) db = g3.sum({0, 2}).to(wd);
+  if (mask[1]) dw = channel_sum(g3.mul(xhat.reshape({n, c, hw}))).to(wd);
+  if (mask[2]) db = channel_sum(g3).to(wd);
   return {dx, dw, db};
 }
 

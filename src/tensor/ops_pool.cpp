@@ -121,17 +121,9 @@ Taps adaptive_table(const char* op, const Tensor& x, const Shape& out_size) {
   return combine_taps(dims);
 }
 
-// Max over each row of taps, with the index of the first maximum.
 std::pair<Tensor, Tensor> max_of_taps(const Tensor& x, Taps t, const char* op) {
   point_invalid_at_first_valid(op, t);
-  Tensor v = gather_taps(x, t);
-  Shape out = lead_shape(x.shape(), t.in_size.size());
-  out.insert(out.end(), t.out_size.begin(), t.out_size.end());
-  const int64_t B = v.size(0);
-  Tensor k = v.argmax(2, true);
-  Tensor table = tensor<int64_t>(t.idx, {1, t.P, t.K}).expand({B, t.P, t.K});
-  Tensor indices = table.gather(2, k).reshape(out);
-  return {v.amax({2}).reshape(out), indices};
+  return max_taps(x, t);
 }
 
 }  // namespace
@@ -152,8 +144,7 @@ Tensor max_pool_backward(const Tensor& grad, const Tensor& input, const Tensor& 
   const Shape ls = lead_shape(input.shape(), static_cast<size_t>(spatial_dims));
   const int64_t B = ir::shape_numel(ls), L = input.numel() / std::max<int64_t>(B, 1);
   Tensor g = grad.reshape({B, grad.numel() / std::max<int64_t>(B, 1)});
-  Tensor idx = indices.reshape(g.shape());
-  return zeros({B, L}, grad.dtype()).scatter_add(1, idx, g).reshape(input.shape());
+  return scatter_rows(g, indices.reshape(g.shape()), L).reshape(input.shape());
 }
 
 // Integer average pooling truncates the quotient toward zero, as eager does.

@@ -5,6 +5,7 @@
 
 #include "lazyx/ops.h"
 #include "tensor/ops_common.h"
+#include "tensor/tensor_impl.h"
 
 namespace lazyx::detail {
 
@@ -99,29 +100,65 @@ Tensor gather_taps(const Tensor& x, const Taps& t) {
   return x.reshape({B, t.L}).index_select(1, idx).reshape({B, t.P, t.K});
 }
 
+Tensor tap_op(ir::Op op, Dtype dtype, const Shape& shape, const std::vector<Tensor>& operands,
+              ir::Attrs attrs) {
+  EngineLock lock(engine_mutex());
+  const char* name = ir::op_name(op);
+  std::vector<ir::NodePtr> nodes;
+  for (const Tensor& t : operands) nodes.push_back(impl_of(name, t).value(name));
+  return make_tensor(ir::make_node(op, dtype, shape, std::move(nodes), std::move(attrs)));
+}
+
 Tensor weighted_taps(const char*, const Tensor& x, const Taps& t) {
   const Dtype cd = compute_dtype(x.dtype());
-  Tensor xc = x.dtype() == cd ? x : x.to(cd);
-  Tensor v = gather_taps(xc, t);
-  Tensor r = v.mul(tensor<double>(t.w, {t.P, t.K}).to(cd)).sum({2});
+  const int64_t B = lead_numel(x.shape(), t.in_size.size());
+  Tensor xc = (x.dtype() == cd ? x : x.to(cd)).reshape({B, t.L});
+  ir::Attrs a;
+  a.ints = {t.K};
+  Tensor r = tap_op(ir::Op::TapSum, cd, {B, t.P},
+                    {xc, tensor<int64_t>(t.idx, {t.P * t.K}), tensor<double>(t.w).to(cd)}, a);
   r = r.reshape(out_shape(x.shape(), t));
   return cd == x.dtype() ? r : r.to(x.dtype());
 }
 
 Tensor scatter_taps(const Tensor& contrib, const Taps& t) {
-  const int64_t B = contrib.size(0);
-  Tensor idx = tensor<int64_t>(t.idx, {1, t.P * t.K}).expand({B, t.P * t.K});
-  return zeros({B, t.L}, contrib.dtype()).scatter_add(1, idx, contrib);
+  // contrib [B, P * K] with unit weights: one tap per (p, k) entry.
+  ir::Attrs a;
+  a.ints = {t.L, 1};
+  return tap_op(ir::Op::TapScatter, contrib.dtype(), {contrib.size(0), t.L},
+                {contrib, tensor<int64_t>(t.idx, {t.P * t.K})}, a);
 }
 
 Tensor weighted_taps_backward(const Tensor& grad, const Taps& t, const Shape& input_shape,
                               Dtype dtype) {
   const Dtype cd = compute_dtype(dtype);
   const int64_t B = lead_numel(input_shape, t.in_size.size());
-  Tensor g = grad.to(cd).reshape({B, t.P, 1});
-  Tensor contrib = g.mul(tensor<double>(t.w, {t.P, t.K}).to(cd)).reshape({B, t.P * t.K});
-  Tensor r = scatter_taps(contrib, t).reshape(input_shape);
+  Tensor g = grad.to(cd).reshape({B, t.P});
+  ir::Attrs a;
+  a.ints = {t.L, t.K};
+  Tensor r = tap_op(ir::Op::TapScatter, cd, {B, t.L},
+                    {g, tensor<int64_t>(t.idx, {t.P * t.K}), tensor<double>(t.w).to(cd)}, a);
+  r = r.reshape(input_shape);
   return cd == dtype ? r : r.to(dtype);
+}
+
+std::pair<Tensor, Tensor> max_taps(const Tensor& x, const Taps& t) {
+  const int64_t B = lead_numel(x.shape(), t.in_size.size());
+  Tensor x2 = x.reshape({B, t.L});
+  Tensor idx = tensor<int64_t>(t.idx, {t.P * t.K});
+  ir::Attrs a;
+  a.ints = {t.K};
+  Tensor v = tap_op(ir::Op::TapMax, x.dtype(), {B, t.P}, {x2, idx}, a);
+  a.flag = true;
+  Tensor i = tap_op(ir::Op::TapMax, kInt64, {B, t.P}, {x2, idx}, a);
+  const Shape out = out_shape(x.shape(), t);
+  return {v.reshape(out), i.reshape(out)};
+}
+
+Tensor scatter_rows(const Tensor& g, const Tensor& indices, int64_t L) {
+  ir::Attrs a;
+  a.ints = {L, 1};
+  return tap_op(ir::Op::TapScatter, g.dtype(), {g.size(0), L}, {g, indices.to(kInt64)}, a);
 }
 
 }  // namespace lazyx::detail

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "lazyx/pool.h"
@@ -40,6 +41,12 @@ Tensor scatter_taps(const Tensor& contrib, const Taps& t);
 // The gradient of weighted_taps: input_shape is the forward input's shape.
 Tensor weighted_taps_backward(const Tensor& grad, const Taps& t, const Shape& input_shape,
                               Dtype dtype);
+
+// Max over each row of taps (valid taps only): values and input-plane indices, shaped as
+// x's leading dims + out_size.
+std::pair<Tensor, Tensor> max_taps(const Tensor& x, const Taps& t);
+// g [B, P] added into zeros [B, L] at per-row indices [B, P] (max pooling's gradient).
+Tensor scatter_rows(const Tensor& g, const Tensor& indices, int64_t L);
 
 // Checks x has at least nd + min_lead dims and is floating point.
 void check_spatial(const char* op, const Tensor& x, size_t nd, int64_t min_lead, bool floating);

@@ -272,6 +272,9 @@ class CpuBackend : public backend::Backend {
       // [conv ops]
 
       // [pool ops]
+      case Op::TapSum:
+      case Op::TapMax:
+      case Op::TapScatter: reference::run_taps(in, a, out); return;
 
       default: reference::run_index(in, a, out); return;
     }

@@ -40,6 +40,8 @@ void run_index(const backend::Instr& in, const std::vector<const Val*>& args, co
 // [conv ops]
 
 // [pool ops]
+// TapSum, TapMax and TapScatter (kernels_pool.cpp).
+void run_taps(const backend::Instr& in, const std::vector<const Val*>& args, const Val& out);
 
 
 }  // namespace lazyx::reference
