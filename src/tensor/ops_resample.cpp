@@ -129,13 +129,6 @@ Taps pad_table(const char* op, const Shape& in_shape, const std::vector<int64_t>
   return combine_taps(dims);
 }
 
-// A gather with unit weights needs no multiply: the taps are copies.
-Tensor copy_taps(const Tensor& x, const Taps& t) {
-  Shape out = lead_shape(x.shape(), t.in_size.size());
-  out.insert(out.end(), t.out_size.begin(), t.out_size.end());
-  return gather_taps(x, t).reshape(out);
-}
-
 }  // namespace
 
 Tensor interpolate(const Tensor& x, const Shape& out_size, InterpMode mode, bool align_corners,

@@ -142,18 +142,25 @@ Tensor weighted_taps_backward(const Tensor& grad, const Taps& t, const Shape& in
   return cd == dtype ? r : r.to(dtype);
 }
 
-std::pair<Tensor, Tensor> max_taps(const Tensor& x, const Taps& t) {
+namespace {
+
+Tensor max_op(const Tensor& x, const Taps& t, bool want_index) {
   const int64_t B = lead_numel(x.shape(), t.in_size.size());
-  Tensor x2 = x.reshape({B, t.L});
-  Tensor idx = tensor<int64_t>(t.idx, {t.P * t.K});
   ir::Attrs a;
   a.ints = {t.K};
-  Tensor v = tap_op(ir::Op::TapMax, x.dtype(), {B, t.P}, {x2, idx}, a);
-  a.flag = true;
-  Tensor i = tap_op(ir::Op::TapMax, kInt64, {B, t.P}, {x2, idx}, a);
-  const Shape out = out_shape(x.shape(), t);
-  return {v.reshape(out), i.reshape(out)};
+  a.flag = want_index;
+  Tensor r = tap_op(ir::Op::TapMax, want_index ? kInt64 : x.dtype(), {B, t.P},
+                    {x.reshape({B, t.L}), tensor<int64_t>(t.idx, {t.P * t.K})}, a);
+  return r.reshape(out_shape(x.shape(), t));
 }
+
+}  // namespace
+
+std::pair<Tensor, Tensor> max_taps(const Tensor& x, const Taps& t) {
+  return {max_op(x, t, false), max_op(x, t, true)};
+}
+
+Tensor copy_taps(const Tensor& x, const Taps& t) { return max_op(x, t, false); }
 
 Tensor scatter_rows(const Tensor& g, const Tensor& indices, int64_t L) {
   ir::Attrs a;

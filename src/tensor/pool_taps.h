@@ -45,6 +45,8 @@ Tensor weighted_taps_backward(const Tensor& grad, const Taps& t, const Shape& in
 // Max over each row of taps (valid taps only): values and input-plane indices, shaped as
 // x's leading dims + out_size.
 std::pair<Tensor, Tensor> max_taps(const Tensor& x, const Taps& t);
+// One tap per output (K == 1): the taps copied, any dtype.
+Tensor copy_taps(const Tensor& x, const Taps& t);
 // g [B, P] added into zeros [B, L] at per-row indices [B, P] (max pooling's gradient).
 Tensor scatter_rows(const Tensor& g, const Tensor& indices, int64_t L);
 
