@@ -312,3 +312,21 @@ TEST(Pool, CpuBackendMatchesReference) {
 #endif
 
 }  // namespace
+
+namespace {
+
+TEST(Pool, BadIndicesFailAtRunTimeAndChangeNothing) {
+  Tensor x = tensor<float>(randoms(16, 8), {1, 1, 4, 4});
+  Tensor g = ones({1, 1, 2, 2});
+  Tensor bad = tensor<int64_t>({0, 5, 16, 3}, {1, 1, 2, 2});  // 16 is past the 4x4 plane
+  Tensor w = tensor<float>({1, 2}, {2});
+  w.add_(1);  // pending, would be donated
+  Tensor r = max_pool_backward(g, x, bad, 2);
+  expect_error([&] { mark_step(); }, {"[tap_scatter]", "index 16", "nothing was changed"});
+  EXPECT_TRUE(w.is_pending());
+  r = Tensor();
+  mark_step();
+  expect_floats(w, {2, 3});
+}
+
+}  // namespace

@@ -238,3 +238,19 @@ def test_bad_inputs_raise_clear_errors():
         F.group_norm(torch.randn(2, 6, 3).to(DEV), 4)
     with pytest.raises(Exception):
         F.avg_pool2d(x, 5)
+
+
+def test_batch_norm_running_stats_are_donated_in_place():
+    bn = nn.BatchNorm2d(3).to(DEV)
+    rm, rv = bn.running_mean, bn.running_var
+    x = torch.randn(4, 3, 5, 5).to(DEV)
+    lazyx.mark_step()
+    for _ in range(2):
+        with torch.no_grad():
+            bn(x)
+        lazyx.mark_step()
+        rep = lazyx.last_step()
+        donated = {p.output_tensor_id for p in rep.params if p.donated}
+        assert {lazyx.tensor_id(rm), lazyx.tensor_id(rv)} <= donated, rep
+    assert bn.running_mean is rm and bn.running_var is rv
+    assert not lazyx.metrics.fallback_counters()

@@ -19,7 +19,8 @@ void check_taps(const char* op, const Val& idx, int64_t size) {
   for (int64_t i = 0, n = idx.numel(); i < n; ++i) {
     if (p[i] < 0 || p[i] >= size) {
       ir::fail(op, "index " + std::to_string(p[i]) + " is out of range for a plane of " +
-                       std::to_string(size) + " elements (found while running the program; "
+                       std::to_string(size) +
+                       " elements (found while running the program; "
                        "nothing was changed); pass indices from the matching max pooling.");
     }
   }
