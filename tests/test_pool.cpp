@@ -282,6 +282,20 @@ TEST(Pool, BadInputErrors) {
 }
 
 #ifdef LAZYX_TEST_HAVE_CPU
+void compare_backends(const std::function<std::vector<Tensor>()>& build) {
+  set_backend("reference");
+  std::vector<Tensor> r = build();
+  set_backend("cpu");
+  std::vector<Tensor> c = build();
+  for (size_t k = 0; k < r.size(); ++k) {
+    std::vector<double> want = r[k].to_vector<double>(), got = c[k].to_vector<double>();
+    ASSERT_EQ(want.size(), got.size()) << k;
+    for (size_t i = 0; i < want.size(); ++i) {
+      ASSERT_NEAR(got[i], want[i], 1e-4 * std::max(1.0, std::fabs(want[i]))) << k << " at " << i;
+    }
+  }
+}
+
 // The cpu backend (fused codegen of the compositions) against the reference backend.
 TEST(Pool, CpuBackendMatchesReference) {
   auto build = [] {
@@ -297,17 +311,20 @@ TEST(Pool, CpuBackendMatchesReference) {
                             bm, bs, true, 1e-5, {true, true, true});
     return std::vector<Tensor>{mv, mi, a, ab, up, rp, bn, gx, gw};
   };
-  set_backend("reference");
-  std::vector<Tensor> r = build();
-  set_backend("cpu");
-  std::vector<Tensor> c = build();
-  for (size_t k = 0; k < r.size(); ++k) {
-    std::vector<double> want = r[k].to_vector<double>(), got = c[k].to_vector<double>();
-    ASSERT_EQ(want.size(), got.size()) << k;
-    for (size_t i = 0; i < want.size(); ++i) {
-      ASSERT_NEAR(got[i], want[i], 1e-4 * std::max(1.0, std::fabs(want[i]))) << k << " at " << i;
-    }
-  }
+  compare_backends(build);
+}
+
+// Large enough that the cpu backend splits the tap kernels' rows across its threads.
+TEST(Pool, CpuBackendSplitsRowsLikeReference) {
+  auto build = [] {
+    Tensor x = tensor<float>(randoms(64 * 32 * 32, 10), {8, 8, 32, 32});
+    auto [v, i] = max_pool(x, PoolParams{{3, 3}, {1, 1}, {1, 1}, {}, false});
+    Tensor back = max_pool_backward(v, x, i, 2);
+    Tensor up = interpolate(x, {40, 40}, InterpMode::Linear, false);
+    Tensor upb = interpolate_backward(up, x.shape(), InterpMode::Linear, false);
+    return std::vector<Tensor>{v, i, back, up, upb};
+  };
+  compare_backends(build);
 }
 #endif
 

@@ -42,7 +42,8 @@ Tensor max_unpool(const Tensor& x, const Tensor& indices, const Shape& out_size)
 enum class InterpMode { Nearest, NearestExact, Linear, Cubic };
 Tensor interpolate(const Tensor& x, const Shape& out_size, InterpMode mode, bool align_corners,
                    const std::vector<std::optional<double>>& scales = {});
-// `input_size` is the full shape of the forward input.
+// `input_size` is the forward input's shape [N, C, spatial...] (with scales given, their count
+// is the number of spatial dims).
 Tensor interpolate_backward(const Tensor& grad, const Shape& input_size, InterpMode mode,
                             bool align_corners,
                             const std::vector<std::optional<double>>& scales = {});

@@ -1,5 +1,6 @@
 // Tap-table kernels (pooling, resampling, padding): plain loops, typed for float and double,
 // element conversions for the other dtypes. Every tap index is checked before anything is written.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -165,6 +166,41 @@ void run_taps(const backend::Instr& in, const std::vector<const Val*>& args, con
   if (a.dtype == kFloat32) return tap_max<float>(a, ip, out, K, want_index);
   if (a.dtype == kFloat64) return tap_max<double>(a, ip, out, K, want_index);
   tap_max_any(a, ip, out, K, want_index);
+}
+
+namespace {
+
+Val rows_of(const Val& v, int64_t b0, int64_t b1) {
+  Val r = v;
+  const int64_t row = v.shape.empty() || v.shape[0] == 0 ? 0 : v.numel() / v.shape[0];
+  r.data = v.data + b0 * row * static_cast<int64_t>(dtype_size(v.dtype));
+  r.shape[0] = b1 - b0;
+  return r;
+}
+
+}  // namespace
+
+int64_t taps_per_row(const backend::Instr& in, const std::vector<const Val*>& args) {
+  const int64_t K = in.op == Op::TapScatter ? in.attrs.ints[1] : in.attrs.ints[0];
+  const Val& a = *args[0];
+  const int64_t cols =
+      in.op == Op::TapScatter ? a.shape[1] : args[1]->numel() / std::max<int64_t>(K, 1);
+  return std::max<int64_t>(1, cols * K);
+}
+
+void run_taps_rows(const backend::Instr& in, const std::vector<const Val*>& args, const Val& out,
+                   int64_t b0, int64_t b1) {
+  Val a = rows_of(*args[0], b0, b1), idx = *args[1];
+  const Val o = rows_of(out, b0, b1);
+  // TapScatter's per-row taps ([B, P * K]) split with the rows; shared taps do not.
+  if (in.op == Op::TapScatter && idx.numel() != args[0]->shape[1] * in.attrs.ints[1]) {
+    idx.shape = {args[0]->shape[0], idx.numel() / std::max<int64_t>(args[0]->shape[0], 1)};
+    idx = rows_of(idx, b0, b1);
+    idx.shape = {idx.numel()};
+  }
+  std::vector<const Val*> sub = {&a, &idx};
+  for (size_t i = 2; i < args.size(); ++i) sub.push_back(args[i]);
+  run_taps(in, sub, o);
 }
 
 }  // namespace lazyx::reference
