@@ -17,3 +17,4 @@
 // [conv ops]
 
 // [pool ops]
+#include "lazyx/pool.h"

@@ -35,7 +35,6 @@ const UnderDeclaredWrites* under_declared_writes(const c10::OperatorHandle& op) 
   static const std::vector<UnderDeclaredWrites> table = {
       {"aten::rrelu_with_noise", {1}, 4},      // noise: the slopes drawn in training
       {"aten::rrelu_with_noise_", {1}, 4},     // (self is declared)
-      {"aten::native_batch_norm", {3, 4}, 5},  // running_mean, running_var
   };
   const std::string& name = op.schema().name();
   for (const auto& e : table) {
@@ -230,22 +229,6 @@ bool is_view_alias(const c10::AliasInfo* ai) {
   return false;
 }
 
-// torch's CPU batch norm divides by zero on an empty input (GroupNorm reaches it with an empty
-// batch): answer as eager does on other devices, an empty output and zero statistics.
-bool empty_batch_norm(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  if (op.schema().name() != "aten::native_batch_norm") return false;
-  const size_t n = op.schema().arguments().size();
-  const Tensor input = (*stack)[stack->size() - n].toTensor();
-  if (input.numel() != 0) return false;
-  const int64_t c = input.dim() > 1 ? input.size(1) : 0;
-  const auto cpu = input.options().device(at::kCPU);
-  Tensor out = to_device(at::empty(input.sizes(), cpu));
-  Tensor mean = to_device(at::zeros({c}, cpu)), invstd = to_device(at::zeros({c}, cpu));
-  torch::jit::drop(*stack, n);
-  torch::jit::push(*stack, out, mean, invstd);
-  return true;
-}
-
 void lazyx_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const auto& schema = op.schema();
   // On CPU a view op would return a copy, and writes through it would be silently lost.
@@ -270,7 +253,6 @@ void lazyx_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   lazyx::metrics::add_counter(schema.name());
   PyCause cause("CPU fallback " + schema.name() + " needed the value");
   lazyx::ProfileSpan span(schema.name().c_str(), "fallback");
-  if (empty_batch_norm(op, stack)) return;
   if (const UnderDeclaredWrites* extra = under_declared_writes(op)) {
     tensor_list_fallback(op, stack, extra);
     return;

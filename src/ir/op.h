@@ -51,6 +51,13 @@ enum class Op : uint8_t {
 
   // Pooling, normalization and resampling (reference: kernels_pool.cpp; cpu: dnnl_pool.cpp).
   // [pool ops]
+  // Tap tables (tensor/pool_taps.h): operand 0 [B, L], operand 1 int64 taps [P * K] into L,
+  // attrs.ints = {K}. TapSum: operand 2 weights, out [B, P] = sum of weighted taps. TapMax:
+  // out [B, P] the max (attrs.flag: the tap index of the first max, NaN wins, as int64).
+  TapSum, TapMax,
+  // operand 0 [B, P] added into zeros [B, attrs.ints[0]] at taps (operand 1: [P * K] shared or
+  // [B, P * K] per row), times weights operand 2 [P * K] if present; attrs.ints = {L, K}.
+  TapScatter,
 
   kNumOps,
 };

@@ -67,6 +67,9 @@ struct Table {
     // [conv ops]
 
     // [pool ops]
+    set(Op::TapSum, "tap_sum", F::Other, false, false, true);
+    set(Op::TapMax, "tap_max", F::Other, false, false, true);
+    set(Op::TapScatter, "tap_scatter", F::Other, false, false, true);
 
   }
 };

@@ -274,6 +274,15 @@ class CpuBackend : public backend::Backend {
       // [conv ops]
 
       // [pool ops]
+      case Op::TapSum:
+      case Op::TapMax:
+      case Op::TapScatter: {  // rows split across the pool
+        const int64_t min_rows = std::max<int64_t>(1, 32768 / reference::taps_per_row(in, a));
+        ThreadPool::get().parallel_for(out.shape[0], 1, min_rows, [&](int64_t b0, int64_t b1) {
+          reference::run_taps_rows(in, a, out, b0, b1);
+        });
+        return;
+      }
 
       default: reference::run_index(in, a, out); return;
     }

@@ -40,6 +40,13 @@ void run_index(const backend::Instr& in, const std::vector<const Val*>& args, co
 // [conv ops]
 
 // [pool ops]
+// TapSum, TapMax and TapScatter (kernels_pool.cpp).
+void run_taps(const backend::Instr& in, const std::vector<const Val*>& args, const Val& out);
+// Rows [b0, b1) of run_taps (rows are independent), for backends that split the work.
+void run_taps_rows(const backend::Instr& in, const std::vector<const Val*>& args, const Val& out,
+                   int64_t b0, int64_t b1);
+// Taps read per row: the work of one row, for choosing chunk sizes.
+int64_t taps_per_row(const backend::Instr& in, const std::vector<const Val*>& args);
 
 
 }  // namespace lazyx::reference

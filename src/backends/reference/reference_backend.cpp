@@ -352,6 +352,9 @@ class ReferenceBackend : public backend::Backend {
       // [conv ops]
 
       // [pool ops]
+      case Op::TapSum:
+      case Op::TapMax:
+      case Op::TapScatter: run_taps(in, a, out); return;
 
       default: run_index(in, a, out); return;
     }

@@ -1,0 +1,188 @@
+// Kernels: pooling, batch/group norm, upsampling, reflection/replication padding, im2col/col2im
+// and max_unpool, forward and backward (lazyx/pool.h compositions).
+#include <torch/library.h>
+
+#include "kernels.h"
+
+namespace lazyx_bridge {
+
+using at::Tensor;
+using c10::optional;
+
+namespace {
+
+LT opt(const optional<Tensor>& t) { return t.has_value() && t->defined() ? lz(*t) : LT(); }
+Tensor wrap_opt(const LT& t) { return t.defined() ? wrap(t) : Tensor(); }
+
+lazyx::PoolParams params(c10::IntArrayRef k, c10::IntArrayRef s, c10::IntArrayRef p,
+                         c10::IntArrayRef d, bool ceil) {
+  lazyx::PoolParams r;
+  r.kernel = to_dims(k);
+  r.stride = to_dims(s);
+  r.padding = to_dims(p);
+  r.dilation = to_dims(d);
+  r.ceil_mode = ceil;
+  if (r.stride.empty()) r.stride = r.kernel;
+  return r;
+}
+
+// Batch and group norm.
+std::tuple<Tensor, Tensor, Tensor> native_batch_norm(const Tensor& input,
+                                                     const optional<Tensor>& weight,
+                                                     const optional<Tensor>& bias,
+                                                     const optional<Tensor>& running_mean,
+                                                     const optional<Tensor>& running_var,
+                                                     bool training, double momentum, double eps) {
+  auto [out, mean, invstd] = lazyx::batch_norm(lz(input), opt(weight), opt(bias), opt(running_mean),
+                                               opt(running_var), training, momentum, eps);
+  return {wrap(out), wrap(mean), wrap(invstd)};
+}
+
+std::tuple<Tensor, Tensor, Tensor> native_batch_norm_backward(
+    const Tensor& grad, const Tensor& input, const optional<Tensor>& weight,
+    const optional<Tensor>& running_mean, const optional<Tensor>& running_var,
+    const optional<Tensor>& save_mean, const optional<Tensor>& save_invstd, bool train, double eps,
+    std::array<bool, 3> mask) {
+  auto [dx, dw, db] = lazyx::batch_norm_backward(
+      lz(grad), lz(input), opt(weight), opt(running_mean), opt(running_var), opt(save_mean),
+      opt(save_invstd), train, eps, mask);
+  return {wrap_opt(dx), wrap_opt(dw), wrap_opt(db)};
+}
+
+std::tuple<Tensor, Tensor, Tensor> native_group_norm(const Tensor& input,
+                                                     const optional<Tensor>& weight,
+                                                     const optional<Tensor>& bias, c10::SymInt,
+                                                     c10::SymInt, c10::SymInt, int64_t group,
+                                                     double eps) {
+  auto [out, mean, rstd] = lazyx::group_norm(lz(input), opt(weight), opt(bias), group, eps);
+  return {wrap(out), wrap(mean), wrap(rstd)};
+}
+
+std::tuple<Tensor, Tensor, Tensor> native_group_norm_backward(
+    const Tensor& grad, const Tensor& input, const Tensor& mean, const Tensor& rstd,
+    const optional<Tensor>& weight, c10::SymInt, c10::SymInt, c10::SymInt, int64_t group,
+    std::array<bool, 3> mask) {
+  auto [dx, dw, db] =
+      lazyx::group_norm_backward(lz(grad), lz(input), lz(mean), lz(rstd), opt(weight), group, mask);
+  return {wrap_opt(dx), wrap_opt(dw), wrap_opt(db)};
+}
+
+// Pooling.
+std::tuple<Tensor, Tensor> max_pool_with_indices(const Tensor& self, c10::IntArrayRef k,
+                                                 c10::IntArrayRef s, c10::IntArrayRef p,
+                                                 c10::IntArrayRef d, bool ceil) {
+  auto [v, i] = lazyx::max_pool(lz(self), params(k, s, p, d, ceil));
+  return {wrap(v), wrap(i)};
+}
+Tensor max_pool_with_indices_backward(const Tensor& grad, const Tensor& self, c10::IntArrayRef k,
+                                      c10::IntArrayRef, c10::IntArrayRef, c10::IntArrayRef, bool,
+                                      const Tensor& indices) {
+  return wrap(
+      lazyx::max_pool_backward(lz(grad), lz(self), lz(indices), static_cast<int64_t>(k.size())));
+}
+Tensor avg_pool(const Tensor& self, c10::IntArrayRef k, c10::IntArrayRef s, c10::IntArrayRef p,
+                bool ceil, bool count_include_pad, optional<int64_t> divisor) {
+  return wrap(
+      lazyx::avg_pool(lz(self), params(k, s, p, {}, ceil), count_include_pad,
+                      divisor.has_value() ? std::optional<int64_t>(*divisor) : std::nullopt));
+}
+Tensor avg_pool_backward(const Tensor& grad, const Tensor& self, c10::IntArrayRef k,
+                         c10::IntArrayRef s, c10::IntArrayRef p, bool ceil, bool count_include_pad,
+                         optional<int64_t> divisor) {
+  return wrap(lazyx::avg_pool_backward(
+      lz(grad), lz(self), params(k, s, p, {}, ceil), count_include_pad,
+      divisor.has_value() ? std::optional<int64_t>(*divisor) : std::nullopt));
+}
+Tensor adaptive_avg_pool2d(const Tensor& self, c10::SymIntArrayRef out) {
+  return wrap(lazyx::adaptive_avg_pool(lz(self), to_shape(out)));
+}
+Tensor adaptive_avg_pool3d(const Tensor& self, c10::IntArrayRef out) {
+  return wrap(lazyx::adaptive_avg_pool(lz(self), to_shape(out)));
+}
+Tensor adaptive_avg_pool2d_backward(const Tensor& grad, const Tensor& self) {
+  return wrap(lazyx::adaptive_avg_pool_backward(lz(grad), lz(self), 2));
+}
+Tensor adaptive_avg_pool3d_backward(const Tensor& grad, const Tensor& self) {
+  return wrap(lazyx::adaptive_avg_pool_backward(lz(grad), lz(self), 3));
+}
+std::tuple<Tensor, Tensor> adaptive_max_pool(const Tensor& self, c10::IntArrayRef out) {
+  auto [v, i] = lazyx::adaptive_max_pool(lz(self), to_shape(out));
+  return {wrap(v), wrap(i)};
+}
+Tensor adaptive_max_pool2d_backward(const Tensor& grad, const Tensor& self, const Tensor& idx) {
+  return wrap(lazyx::max_pool_backward(lz(grad), lz(self), lz(idx), 2));
+}
+Tensor adaptive_max_pool3d_backward(const Tensor& grad, const Tensor& self, const Tensor& idx) {
+  return wrap(lazyx::max_pool_backward(lz(grad), lz(self), lz(idx), 3));
+}
+Tensor max_unpool2d(const Tensor& self, const Tensor& indices, c10::IntArrayRef out) {
+  return wrap(lazyx::max_unpool(lz(self), lz(indices), to_shape(out)));
+}
+Tensor max_unpool3d(const Tensor& self, const Tensor& indices, c10::IntArrayRef out,
+                    c10::IntArrayRef, c10::IntArrayRef) {
+  return wrap(lazyx::max_unpool(lz(self), lz(indices), to_shape(out)));
+}
+
+// im2col / col2im (nn.functional.unfold / fold).
+Tensor im2col(const Tensor& self, c10::IntArrayRef k, c10::IntArrayRef d, c10::IntArrayRef p,
+              c10::IntArrayRef s) {
+  return wrap(lazyx::im2col(lz(self), params(k, s, p, d, false)));
+}
+Tensor col2im(const Tensor& self, c10::SymIntArrayRef out, c10::IntArrayRef k, c10::IntArrayRef d,
+              c10::IntArrayRef p, c10::IntArrayRef s) {
+  return wrap(lazyx::col2im(lz(self), to_shape(out), params(k, s, p, d, false)));
+}
+
+// Padding.
+template <lazyx::PadMode M>
+Tensor pad_k(const Tensor& self, c10::IntArrayRef pads) {
+  return wrap(lazyx::pad(lz(self), to_dims(pads), M));
+}
+template <lazyx::PadMode M>
+Tensor pad_backward_k(const Tensor& grad, const Tensor& self, c10::IntArrayRef pads) {
+  return wrap(lazyx::pad_backward(lz(grad), to_shape(self.sizes()), to_dims(pads), M));
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("native_batch_norm", LZ_FN(native_batch_norm));
+  m.impl("native_batch_norm_backward", LZ_FN(native_batch_norm_backward));
+  m.impl("native_group_norm", LZ_FN(native_group_norm));
+  m.impl("native_group_norm_backward", LZ_FN(native_group_norm_backward));
+  m.impl("max_pool2d_with_indices", LZ_FN(max_pool_with_indices));
+  m.impl("max_pool3d_with_indices", LZ_FN(max_pool_with_indices));
+  m.impl("max_pool2d_with_indices_backward", LZ_FN(max_pool_with_indices_backward));
+  m.impl("max_pool3d_with_indices_backward", LZ_FN(max_pool_with_indices_backward));
+  m.impl("avg_pool2d", LZ_FN(avg_pool));
+  m.impl("avg_pool3d", LZ_FN(avg_pool));
+  m.impl("avg_pool2d_backward", LZ_FN(avg_pool_backward));
+  m.impl("avg_pool3d_backward", LZ_FN(avg_pool_backward));
+  m.impl("_adaptive_avg_pool2d", LZ_FN(adaptive_avg_pool2d));
+  m.impl("_adaptive_avg_pool3d", LZ_FN(adaptive_avg_pool3d));
+  m.impl("_adaptive_avg_pool2d_backward", LZ_FN(adaptive_avg_pool2d_backward));
+  m.impl("_adaptive_avg_pool3d_backward", LZ_FN(adaptive_avg_pool3d_backward));
+  m.impl("adaptive_max_pool2d", LZ_FN(adaptive_max_pool));
+  m.impl("adaptive_max_pool3d", LZ_FN(adaptive_max_pool));
+  m.impl("adaptive_max_pool2d_backward", LZ_FN(adaptive_max_pool2d_backward));
+  m.impl("adaptive_max_pool3d_backward", LZ_FN(adaptive_max_pool3d_backward));
+  m.impl("max_unpool2d", LZ_FN(max_unpool2d));
+  m.impl("max_unpool3d", LZ_FN(max_unpool3d));
+  m.impl("im2col", LZ_FN(im2col));
+  m.impl("col2im", LZ_FN(col2im));
+  using lazyx::PadMode;
+  m.impl("reflection_pad1d", LZ_FN(pad_k<PadMode::Reflect>));
+  m.impl("reflection_pad2d", LZ_FN(pad_k<PadMode::Reflect>));
+  m.impl("reflection_pad3d", LZ_FN(pad_k<PadMode::Reflect>));
+  m.impl("replication_pad1d", LZ_FN(pad_k<PadMode::Replicate>));
+  m.impl("replication_pad2d", LZ_FN(pad_k<PadMode::Replicate>));
+  m.impl("replication_pad3d", LZ_FN(pad_k<PadMode::Replicate>));
+  m.impl("reflection_pad1d_backward", LZ_FN(pad_backward_k<PadMode::Reflect>));
+  m.impl("reflection_pad2d_backward", LZ_FN(pad_backward_k<PadMode::Reflect>));
+  m.impl("reflection_pad3d_backward", LZ_FN(pad_backward_k<PadMode::Reflect>));
+  m.impl("replication_pad1d_backward", LZ_FN(pad_backward_k<PadMode::Replicate>));
+  m.impl("replication_pad2d_backward", LZ_FN(pad_backward_k<PadMode::Replicate>));
+  m.impl("replication_pad3d_backward", LZ_FN(pad_backward_k<PadMode::Replicate>));
+}
+
+}  // namespace lazyx_bridge

@@ -1,0 +1,141 @@
+// Kernels: upsample_* (nearest, nearest-exact, linear, bilinear, bicubic, trilinear) and their
+// backward ops (lazyx::interpolate).
+#include <torch/library.h>
+
+#include "kernels.h"
+
+namespace lazyx_bridge {
+
+using at::Tensor;
+using c10::optional;
+using lazyx::InterpMode;
+using Scales = std::vector<std::optional<double>>;
+
+namespace {
+
+std::optional<double> sc(optional<double> s) {
+  return s.has_value() ? std::optional<double>(*s) : std::nullopt;
+}
+
+Tensor up(const Tensor& self, c10::SymIntArrayRef out, InterpMode m, bool align, Scales s) {
+  return wrap(lazyx::interpolate(lz(self), to_shape(out), m, align, s));
+}
+Tensor up_back(const Tensor& grad, c10::SymIntArrayRef in, InterpMode m, bool align, Scales s) {
+  return wrap(lazyx::interpolate_backward(lz(grad), to_shape(in), m, align, s));
+}
+
+template <InterpMode M>
+Tensor up1(const Tensor& self, c10::SymIntArrayRef out, optional<double> s) {
+  return up(self, out, M, false, {sc(s)});
+}
+template <InterpMode M>
+Tensor up2(const Tensor& self, c10::SymIntArrayRef out, optional<double> h, optional<double> w) {
+  return up(self, out, M, false, {sc(h), sc(w)});
+}
+template <InterpMode M>
+Tensor up3(const Tensor& self, c10::SymIntArrayRef out, optional<double> d, optional<double> h,
+           optional<double> w) {
+  return up(self, out, M, false, {sc(d), sc(h), sc(w)});
+}
+template <InterpMode M>
+Tensor up1_back(const Tensor& g, c10::SymIntArrayRef, c10::SymIntArrayRef in, optional<double> s) {
+  return up_back(g, in, M, false, {sc(s)});
+}
+template <InterpMode M>
+Tensor up2_back(const Tensor& g, c10::SymIntArrayRef, c10::SymIntArrayRef in, optional<double> h,
+                optional<double> w) {
+  return up_back(g, in, M, false, {sc(h), sc(w)});
+}
+template <InterpMode M>
+Tensor up3_back(const Tensor& g, c10::SymIntArrayRef, c10::SymIntArrayRef in, optional<double> d,
+                optional<double> h, optional<double> w) {
+  return up_back(g, in, M, false, {sc(d), sc(h), sc(w)});
+}
+
+Tensor linear1d(const Tensor& self, c10::SymIntArrayRef out, bool align, optional<double> s) {
+  return up(self, out, InterpMode::Linear, align, {sc(s)});
+}
+Tensor linear1d_back(const Tensor& g, c10::SymIntArrayRef, c10::SymIntArrayRef in, bool align,
+                     optional<double> s) {
+  return up_back(g, in, InterpMode::Linear, align, {sc(s)});
+}
+template <InterpMode M>
+Tensor interp2d(const Tensor& self, c10::SymIntArrayRef out, bool align, optional<double> h,
+                optional<double> w) {
+  return up(self, out, M, align, {sc(h), sc(w)});
+}
+template <InterpMode M>
+Tensor interp2d_back(const Tensor& g, c10::SymIntArrayRef, c10::SymIntArrayRef in, bool align,
+                     optional<double> h, optional<double> w) {
+  return up_back(g, in, M, align, {sc(h), sc(w)});
+}
+Tensor trilinear(const Tensor& self, c10::SymIntArrayRef out, bool align, optional<double> d,
+                 optional<double> h, optional<double> w) {
+  return up(self, out, InterpMode::Linear, align, {sc(d), sc(h), sc(w)});
+}
+Tensor trilinear_back(const Tensor& g, c10::SymIntArrayRef, c10::SymIntArrayRef in, bool align,
+                      optional<double> d, optional<double> h, optional<double> w) {
+  return up_back(g, in, InterpMode::Linear, align, {sc(d), sc(h), sc(w)});
+}
+
+// The .vec overloads (nearest 3-D has no composite one): output size from output_size or from
+// floor(input size * scale), as PyTorch's upsample::compute_output_size.
+Scales vec_scales(c10::optional<c10::ArrayRef<double>> s, size_t nd) {
+  Scales r(nd);
+  for (size_t i = 0; s.has_value() && i < nd && i < s->size(); ++i) r[i] = (*s)[i];
+  return r;
+}
+lazyx::Shape vec_out(const lazyx::Shape& in, at::OptionalSymIntArrayRef out,
+                     c10::optional<c10::ArrayRef<double>> s) {
+  if (out.has_value()) return to_shape(*out);
+  TORCH_CHECK(s.has_value() && s->size() + 2 == in.size(),
+              "[upsample] needs output_size or one scale factor per spatial dim; pass one.");
+  lazyx::Shape r;
+  for (size_t i = 0; i < s->size(); ++i) {
+    r.push_back(static_cast<int64_t>(static_cast<double>(in[i + 2]) * (*s)[i]));
+  }
+  return r;
+}
+template <InterpMode M>
+Tensor near3_vec(const Tensor& self, at::OptionalSymIntArrayRef out,
+                 c10::optional<c10::ArrayRef<double>> s) {
+  lazyx::Shape o = vec_out(to_shape(self.sizes()), out, s);
+  return wrap(lazyx::interpolate(lz(self), o, M, false, vec_scales(s, 3)));
+}
+template <InterpMode M>
+Tensor near3_vec_back(const Tensor& g, at::OptionalSymIntArrayRef, c10::SymIntArrayRef in,
+                      c10::optional<c10::ArrayRef<double>> s) {
+  return up_back(g, in, M, false, vec_scales(s, 3));
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  constexpr InterpMode N = InterpMode::Nearest, E = InterpMode::NearestExact;
+  m.impl("upsample_nearest1d", LZ_FN(up1<N>));
+  m.impl("upsample_nearest2d", LZ_FN(up2<N>));
+  m.impl("upsample_nearest3d", LZ_FN(up3<N>));
+  m.impl("upsample_nearest1d_backward", LZ_FN(up1_back<N>));
+  m.impl("upsample_nearest2d_backward", LZ_FN(up2_back<N>));
+  m.impl("upsample_nearest3d_backward", LZ_FN(up3_back<N>));
+  m.impl("_upsample_nearest_exact1d", LZ_FN(up1<E>));
+  m.impl("_upsample_nearest_exact2d", LZ_FN(up2<E>));
+  m.impl("_upsample_nearest_exact3d", LZ_FN(up3<E>));
+  m.impl("_upsample_nearest_exact1d_backward", LZ_FN(up1_back<E>));
+  m.impl("_upsample_nearest_exact2d_backward", LZ_FN(up2_back<E>));
+  m.impl("_upsample_nearest_exact3d_backward", LZ_FN(up3_back<E>));
+  m.impl("upsample_nearest3d.vec", LZ_FN(near3_vec<N>));
+  m.impl("upsample_nearest3d_backward.vec", LZ_FN(near3_vec_back<N>));
+  m.impl("_upsample_nearest_exact3d.vec", LZ_FN(near3_vec<E>));
+  m.impl("_upsample_nearest_exact3d_backward.vec", LZ_FN(near3_vec_back<E>));
+  m.impl("upsample_linear1d", LZ_FN(linear1d));
+  m.impl("upsample_linear1d_backward", LZ_FN(linear1d_back));
+  m.impl("upsample_bilinear2d", LZ_FN(interp2d<InterpMode::Linear>));
+  m.impl("upsample_bilinear2d_backward", LZ_FN(interp2d_back<InterpMode::Linear>));
+  m.impl("upsample_bicubic2d", LZ_FN(interp2d<InterpMode::Cubic>));
+  m.impl("upsample_bicubic2d_backward", LZ_FN(interp2d_back<InterpMode::Cubic>));
+  m.impl("upsample_trilinear3d", LZ_FN(trilinear));
+  m.impl("upsample_trilinear3d_backward", LZ_FN(trilinear_back));
+}
+
+}  // namespace lazyx_bridge
