@@ -15,5 +15,6 @@
 // [sort/scan ops]
 
 // [conv ops]
+#include "lazyx/conv.h"
 
 // [pool ops]
