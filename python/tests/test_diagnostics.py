@@ -7,7 +7,6 @@ import re
 
 import pytest
 import torch
-import torch.nn.functional as F
 
 import lazyx
 
