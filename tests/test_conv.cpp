@@ -30,8 +30,13 @@ int64_t numel(const Shape& s) {
   return n;
 }
 
+// Values in [-1, 1); integers in [-10, 10).
 Tensor make(const Shape& s, Dtype d, uint32_t seed) {
-  return tensor<double>(values(numel(s), seed), s).to(d);
+  std::vector<double> v = values(numel(s), seed);
+  if (is_floating(d)) return tensor<double>(v, s).to(d);
+  std::vector<int64_t> iv(v.size());
+  for (size_t i = 0; i < v.size(); ++i) iv[i] = static_cast<int64_t>(std::floor(v[i] * 10));
+  return tensor<int64_t>(iv, s).to(d);
 }
 
 struct Case {
@@ -107,6 +112,10 @@ TEST(ConvReference, HandComputed1d) {
   // Transposed, stride 2: every input scatters the kernel two steps apart.
   Tensor t = convolution(tensor<float>({1, 2}, {1, 1, 2}), w, {}, opts({2}, {0}, {1}, 1, true));
   EXPECT_EQ(t.to_vector<float>(), (std::vector<float>{1, 0, 1, 0, -2}));
+  // Integers sum exactly in int64.
+  Tensor xi = tensor<int64_t>({1, 2, 3, 4}, {1, 1, 4});
+  Tensor wi = tensor<int64_t>({1000000007, 0, -1}, {1, 1, 3});
+  EXPECT_EQ(conv1d(xi, wi).to_vector<int64_t>(), (std::vector<int64_t>{1000000004, 2000000010}));
 }
 
 // conv2d (no transposition) through an explicit im2col matrix and a matmul, in double.
@@ -198,7 +207,7 @@ TEST(ConvErrors, BadInput) {
                         {"[conv2d]", "stride has 3 values"});
   lazyx::testing::expect_error([&] { conv2d(x, w, {}, opts({}, {}, {}, 2)); }, {"[conv2d]", "groups=2"});
   lazyx::testing::expect_error([&] { conv2d(x, w.to(kFloat64)); }, {"[conv2d]", "same dtype"});
-  lazyx::testing::expect_error([&] { conv2d(x.to(kInt64), w.to(kInt64)); }, {"[conv2d]", "dtype"});
+  lazyx::testing::expect_error([&] { conv2d(x.to(kBool), w.to(kBool)); }, {"[conv2d]", "dtype bool"});
   lazyx::testing::expect_error([&] { conv2d(x, w, zeros({3})); }, {"[conv2d]", "bias"});
   lazyx::testing::expect_error([&] { conv2d(x, w, {}, opts({2}, {}, {}, 1, false, {1})); },
                         {"[conv2d]", "output_padding"});
@@ -239,6 +248,7 @@ void check_cpu(Dtype d, double tol) {
 TEST(ConvCpu, Float32MatchesReference) { check_cpu(kFloat32, 2e-6); }
 TEST(ConvCpu, Float64MatchesReference) { check_cpu(kFloat64, 1e-12); }
 TEST(ConvCpu, BFloat16MatchesReference) { check_cpu(kBFloat16, 1e-2); }
+TEST(ConvCpu, Int64MatchesReference) { check_cpu(kInt64, 0); }
 
 // A step that runs a cached program again reuses its primitives and gives the same values.
 TEST(ConvCpu, SecondRunOfCachedProgram) {

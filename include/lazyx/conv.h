@@ -1,6 +1,7 @@
 // Convolutions (1-D, 2-D, 3-D; strides, padding, dilation, groups, transposed) and their
 // gradients. Input (N, C_in, *spatial); weight (C_out, C_in / groups, *kernel), or for a
-// transposed convolution (C_in, C_out / groups, *kernel). Floating dtypes only.
+// transposed convolution (C_in, C_out / groups, *kernel). Floating and integer dtypes (integers
+// wrap on overflow); float32 is the fast one.
 #pragma once
 
 #include <optional>

@@ -79,7 +79,7 @@ void check_operands(const std::string& name, const Shape& x, Dtype xd, const Sha
     ir::fail(name.c_str(), std::string("input and weight must have the same dtype, got ") +
                                dtype_name(xd) + " and " + dtype_name(wd) + "; cast one.");
   }
-  check_dtype(name.c_str(), xd, false, false, true);
+  check_dtype(name.c_str(), xd, false, true, true);
 }
 
 // The output shape of the convolution of input shape x with weight shape w.

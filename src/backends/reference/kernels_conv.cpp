@@ -1,6 +1,8 @@
 // Convolutions, forward and both gradients, as plain loops over every (source, weight,
 // destination) triple with double accumulation: the oracle for the cpu backend's oneDNN path.
 #include <array>
+#include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "backends/conv_geom.h"
@@ -30,9 +32,14 @@ Geom3 geom3(const conv::Problem& p) {
   return g;
 }
 
-std::vector<double> to_doubles(const Val& v) {
-  std::vector<double> r(static_cast<size_t>(v.numel()));
-  for (int64_t i = 0; i < v.numel(); ++i) r[i] = get_f(v, i);
+// Floating values accumulate in double; integers in uint64 (wrapping, as eager's int64 does).
+template <class T>
+std::vector<T> load(const Val& v) {
+  std::vector<T> r(static_cast<size_t>(v.numel()));
+  for (int64_t i = 0; i < v.numel(); ++i) {
+    if constexpr (std::is_same_v<T, double>) r[i] = get_f(v, i);
+    else r[i] = static_cast<uint64_t>(get_i(v, i));
+  }
   return r;
 }
 
@@ -75,21 +82,34 @@ void for_each_term(const conv::Problem& p, F f) {
 
 }  // namespace
 
+namespace {
+
+template <class T>
+void conv_in(const conv::Problem& p, const std::array<const Val*, 3>& vals, const Val& out) {
+  std::vector<T> acc(static_cast<size_t>(out.numel()), T(0));
+  if (p.dir == conv::Dir::Fwd) {
+    const std::vector<T> s = load<T>(*vals[p.src]), w = load<T>(*vals[p.wei]);
+    for_each_term(p, [&](int64_t si, int64_t wi, int64_t di) { acc[di] += s[si] * w[wi]; });
+  } else if (p.dir == conv::Dir::BwdData) {
+    const std::vector<T> d = load<T>(*vals[p.dst]), w = load<T>(*vals[p.wei]);
+    for_each_term(p, [&](int64_t si, int64_t wi, int64_t di) { acc[si] += d[di] * w[wi]; });
+  } else {
+    const std::vector<T> s = load<T>(*vals[p.src]), d = load<T>(*vals[p.dst]);
+    for_each_term(p, [&](int64_t si, int64_t wi, int64_t di) { acc[wi] += d[di] * s[si]; });
+  }
+  for (int64_t i = 0; i < out.numel(); ++i) {
+    if constexpr (std::is_same_v<T, double>) set_f(out, i, acc[i]);
+    else set_i(out, i, static_cast<int64_t>(acc[i]));
+  }
+}
+
+}  // namespace
+
 void run_conv(const backend::Instr& in, const Val& a, const Val& b, const Val& out) {
   const conv::Problem p = conv::make_problem(in, a.shape, b.shape);
   const std::array<const Val*, 3> vals{&a, &b, &out};
-  std::vector<double> acc(static_cast<size_t>(out.numel()), 0.0);
-  if (p.dir == conv::Dir::Fwd) {
-    const std::vector<double> s = to_doubles(*vals[p.src]), w = to_doubles(*vals[p.wei]);
-    for_each_term(p, [&](int64_t si, int64_t wi, int64_t di) { acc[di] += s[si] * w[wi]; });
-  } else if (p.dir == conv::Dir::BwdData) {
-    const std::vector<double> d = to_doubles(*vals[p.dst]), w = to_doubles(*vals[p.wei]);
-    for_each_term(p, [&](int64_t si, int64_t wi, int64_t di) { acc[si] += d[di] * w[wi]; });
-  } else {
-    const std::vector<double> s = to_doubles(*vals[p.src]), d = to_doubles(*vals[p.dst]);
-    for_each_term(p, [&](int64_t si, int64_t wi, int64_t di) { acc[wi] += d[di] * s[si]; });
-  }
-  for (int64_t i = 0; i < out.numel(); ++i) set_f(out, i, acc[i]);
+  if (float_domain(out.dtype)) conv_in<double>(p, vals, out);
+  else conv_in<uint64_t>(p, vals, out);
 }
 
 }  // namespace lazyx::reference
