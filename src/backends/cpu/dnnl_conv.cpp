@@ -58,10 +58,22 @@ memory::dims cat_dims(std::initializer_list<int64_t> head, const std::vector<int
   return d;
 }
 
-// One primitive for a batch of `n` and its memory descriptors.
+// A tensor of a primitive: its plain layout (the program's buffer) and the layout the primitive
+// chose; when they differ, a reorder into (input) or out of (output) a temporary.
+struct Arg {
+  int arg = 0;  // DNNL_ARG_*
+  bool output = false;
+  memory::desc plain, inner;
+  dnnl::primitive reorder;
+  memory::desc reorder_scratch;
+  bool reordered() const { return plain != inner; }
+};
+
+// One primitive for a batch of `n`: its arguments in Role order (src, weights, dst).
 struct Prim {
   dnnl::primitive prim;
-  memory::desc src, wei, dst, scratch;
+  std::array<Arg, 3> args;
+  memory::desc scratch;
 };
 
 int64_t prod(const std::vector<int64_t>& v) {
@@ -70,37 +82,70 @@ int64_t prod(const std::vector<int64_t>& v) {
   return r;
 }
 
+dnnl::primitive_attr user_scratchpad() {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return attr;
+}
+
+void set_arg(Arg& a, int arg, bool output, const memory::desc& plain, const memory::desc& inner) {
+  a.arg = arg;
+  a.output = output;
+  a.plain = plain;
+  a.inner = inner;
+  if (!a.reordered()) return;
+  const memory::desc& from = output ? inner : plain;
+  const memory::desc& to = output ? plain : inner;
+  dnnl::reorder::primitive_desc rpd(engine(), from, engine(), to, user_scratchpad());
+  a.reorder_scratch = rpd.scratchpad_desc();
+  a.reorder = dnnl::reorder(rpd);
+}
+
 Prim make_prim(const conv::Problem& p, int64_t n) {
-  Prim r;
-  r.src = plain_md(cat_dims({n, p.ic}, p.in));
-  r.dst = plain_md(cat_dims({n, p.oc}, p.out));
-  r.wei = p.groups > 1 ? plain_md(cat_dims({p.groups, p.oc / p.groups, p.ic / p.groups}, p.ker))
-                       : plain_md(cat_dims({p.oc, p.ic}, p.ker));
+  const memory::desc src = plain_md(cat_dims({n, p.ic}, p.in));
+  const memory::desc dst = plain_md(cat_dims({n, p.oc}, p.out));
+  const memory::desc wei =
+      p.groups > 1 ? plain_md(cat_dims({p.groups, p.oc / p.groups, p.ic / p.groups}, p.ker))
+                   : plain_md(cat_dims({p.oc, p.ic}, p.ker));
+  auto any = [](const memory::desc& m) {
+    return memory::desc(m.dims(), memory::data_type::f32, memory::format_tag::any);
+  };
   memory::dims strides(p.stride), dil(p.k), pl(p.pad), pr(p.k);
   for (int d = 0; d < p.k; ++d) {
     dil[d] = p.dil[d] - 1;
     // The right padding that makes oneDNN's size relation exact (may be negative).
     pr[d] = (p.out[d] - 1) * p.stride[d] + (p.ker[d] - 1) * p.dil[d] + 1 - p.in[d] - p.pad[d];
   }
-  dnnl::primitive_attr attr;
-  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  const dnnl::primitive_attr attr = user_scratchpad();
   const auto alg = dnnl::algorithm::convolution_direct;
-  dnnl::convolution_forward::desc fd(dnnl::prop_kind::forward_training, alg, r.src, r.wei, r.dst,
-                                     strides, dil, pl, pr);
+  dnnl::convolution_forward::desc fd(dnnl::prop_kind::forward_training, alg, any(src), any(wei),
+                                     any(dst), strides, dil, pl, pr);
   dnnl::convolution_forward::primitive_desc fpd(fd, attr, engine());
+  Prim r;
   if (p.dir == conv::Dir::Fwd) {
     r.scratch = fpd.scratchpad_desc();
     r.prim = dnnl::convolution_forward(fpd);
+    set_arg(r.args[0], DNNL_ARG_SRC, false, src, fpd.src_desc());
+    set_arg(r.args[1], DNNL_ARG_WEIGHTS, false, wei, fpd.weights_desc());
+    set_arg(r.args[2], DNNL_ARG_DST, true, dst, fpd.dst_desc());
   } else if (p.dir == conv::Dir::BwdData) {
-    dnnl::convolution_backward_data::desc bd(alg, r.src, r.wei, r.dst, strides, dil, pl, pr);
+    dnnl::convolution_backward_data::desc bd(alg, any(src), any(wei), any(dst), strides, dil, pl,
+                                             pr);
     dnnl::convolution_backward_data::primitive_desc bpd(bd, attr, engine(), fpd);
     r.scratch = bpd.scratchpad_desc();
     r.prim = dnnl::convolution_backward_data(bpd);
+    set_arg(r.args[0], DNNL_ARG_DIFF_SRC, true, src, bpd.diff_src_desc());
+    set_arg(r.args[1], DNNL_ARG_WEIGHTS, false, wei, bpd.weights_desc());
+    set_arg(r.args[2], DNNL_ARG_DIFF_DST, false, dst, bpd.diff_dst_desc());
   } else {
-    dnnl::convolution_backward_weights::desc wd(alg, r.src, r.wei, r.dst, strides, dil, pl, pr);
+    dnnl::convolution_backward_weights::desc wd(alg, any(src), any(wei), any(dst), strides, dil,
+                                                pl, pr);
     dnnl::convolution_backward_weights::primitive_desc wpd(wd, attr, engine(), fpd);
     r.scratch = wpd.scratchpad_desc();
     r.prim = dnnl::convolution_backward_weights(wpd);
+    set_arg(r.args[0], DNNL_ARG_SRC, false, src, wpd.src_desc());
+    set_arg(r.args[1], DNNL_ARG_DIFF_WEIGHTS, true, wei, wpd.diff_weights_desc());
+    set_arg(r.args[2], DNNL_ARG_DIFF_DST, false, dst, wpd.diff_dst_desc());
   }
   return r;
 }
@@ -157,24 +202,38 @@ std::shared_ptr<ConvCache> make_conv_cache(const backend::LoweredGraph& g, int t
 
 namespace {
 
-// Runs `prim` on one batch piece (pointers already offset); `wei_ptr` is read or written.
-void run_piece(const Prim& r, conv::Dir dir, float* src, float* wei, float* dst) {
+// Runs the reorder of `a` between `user` and `inner`, in the direction of the data.
+void reorder(const Arg& a, dnnl::stream& stream, memory& user, memory& inner) {
+  std::vector<char> scratch(a.reorder_scratch.get_size());
+  memory sp(a.reorder_scratch, engine(), scratch.data());
+  a.reorder.execute(stream, {{DNNL_ARG_FROM, a.output ? inner : user},
+                             {DNNL_ARG_TO, a.output ? user : inner},
+                             {DNNL_ARG_SCRATCHPAD, sp}});
+}
+
+// Runs `r` on one batch piece whose plain tensors (src, weights, dst) start at ptrs.
+void run_piece(const Prim& r, const std::array<float*, 3>& ptrs) {
   OmpOneThread one;
   static thread_local dnnl::stream stream(engine());
   std::vector<char> scratch(r.scratch.get_size());
-  memory s(r.src, engine(), src), w(r.wei, engine(), wei), d(r.dst, engine(), dst);
-  memory sp(r.scratch, engine(), scratch.data());
-  std::unordered_map<int, memory> args;
-  if (dir == conv::Dir::Fwd) {
-    args = {{DNNL_ARG_SRC, s}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_DST, d}, {DNNL_ARG_SCRATCHPAD, sp}};
-  } else if (dir == conv::Dir::BwdData) {
-    args = {{DNNL_ARG_DIFF_SRC, s}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_DIFF_DST, d},
-            {DNNL_ARG_SCRATCHPAD, sp}};
-  } else {
-    args = {{DNNL_ARG_SRC, s}, {DNNL_ARG_DIFF_WEIGHTS, w}, {DNNL_ARG_DIFF_DST, d},
-            {DNNL_ARG_SCRATCHPAD, sp}};
+  std::array<std::vector<char>, 3> temps;
+  std::array<memory, 3> user, inner;
+  std::unordered_map<int, memory> args{
+      {DNNL_ARG_SCRATCHPAD, memory(r.scratch, engine(), scratch.data())}};
+  for (size_t i = 0; i < 3; ++i) {
+    const Arg& a = r.args[i];
+    user[i] = memory(a.plain, engine(), ptrs[i]);
+    if (a.reordered()) {
+      temps[i].resize(a.inner.get_size());
+      inner[i] = memory(a.inner, engine(), temps[i].data());
+      if (!a.output) reorder(a, stream, user[i], inner[i]);
+    }
+    args.emplace(a.arg, a.reordered() ? inner[i] : user[i]);
   }
   r.prim.execute(stream, args);
+  for (size_t i = 0; i < 3; ++i) {
+    if (r.args[i].output && r.args[i].reordered()) reorder(r.args[i], stream, user[i], inner[i]);
+  }
   stream.wait();
 }
 
@@ -197,7 +256,7 @@ bool run_dnnl_conv(const ConvCache& cache, int32_t instr, const std::vector<cons
   auto piece = [&](int64_t t) {
     const auto [b, end] = piece_range(p.n, e.pieces, t);
     float* w = partial && t > 0 ? parts.data() + (t - 1) * wsize : wei;
-    run_piece(e.by_batch.at(end - b), p.dir, src + b * src_item, w, dst + b * dst_item);
+    run_piece(e.by_batch.at(end - b), {src + b * src_item, w, dst + b * dst_item});
   };
   const double t0 = profile::on() ? profile::now_us() : -1;
   if (e.pieces == 1) {
