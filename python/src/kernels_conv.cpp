@@ -53,10 +53,9 @@ std::tuple<Tensor, Tensor, Tensor> convolution_backward_overrideable(
     gw = wrap(lazyx::convolution_backward_weight(g, lz(input), to_shape(weight.sizes()), o));
   }
   if (output_mask[2]) {
-    // The bias gradient: grad_out summed over the batch and spatial dims.
-    std::vector<int64_t> dims{0};
-    for (int64_t d = 2; d < grad_output.dim(); ++d) dims.push_back(d);
-    gb = wrap(g.sum(dims));
+    // The bias gradient: grad_out summed over the spatial dims (contiguous), then the batch.
+    const int64_t n = grad_output.size(0), c = grad_output.size(1);
+    gb = wrap(g.reshape({n, c, n * c != 0 ? grad_output.numel() / (n * c) : 0}).sum({2}).sum({0}));
   }
   return {gi, gw, gb};
 }

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <array>
 #include <map>
+#include <memory>
 #include <unordered_map>
 
 #include "backends/conv_geom.h"
@@ -202,9 +203,20 @@ std::shared_ptr<ConvCache> make_conv_cache(const backend::LoweredGraph& g, int t
 
 namespace {
 
+// Uninitialized scratch memory (a std::vector would zero it first).
+class Bytes {
+ public:
+  Bytes() = default;
+  explicit Bytes(size_t n) : p_(n ? new char[n] : nullptr) {}
+  char* data() { return p_.get(); }
+
+ private:
+  std::unique_ptr<char[]> p_;
+};
+
 // Runs the reorder of `a` between `user` and `inner`, in the direction of the data.
 void reorder(const Arg& a, dnnl::stream& stream, memory& user, memory& inner) {
-  std::vector<char> scratch(a.reorder_scratch.get_size());
+  Bytes scratch(a.reorder_scratch.get_size());
   memory sp(a.reorder_scratch, engine(), scratch.data());
   a.reorder.execute(stream, {{DNNL_ARG_FROM, a.output ? inner : user},
                              {DNNL_ARG_TO, a.output ? user : inner},
@@ -215,8 +227,8 @@ void reorder(const Arg& a, dnnl::stream& stream, memory& user, memory& inner) {
 void run_piece(const Prim& r, const std::array<float*, 3>& ptrs) {
   OmpOneThread one;
   static thread_local dnnl::stream stream(engine());
-  std::vector<char> scratch(r.scratch.get_size());
-  std::array<std::vector<char>, 3> temps;
+  Bytes scratch(r.scratch.get_size());
+  std::array<Bytes, 3> temps;
   std::array<memory, 3> user, inner;
   std::unordered_map<int, memory> args{
       {DNNL_ARG_SCRATCHPAD, memory(r.scratch, engine(), scratch.data())}};
@@ -224,7 +236,7 @@ void run_piece(const Prim& r, const std::array<float*, 3>& ptrs) {
     const Arg& a = r.args[i];
     user[i] = memory(a.plain, engine(), ptrs[i]);
     if (a.reordered()) {
-      temps[i].resize(a.inner.get_size());
+      temps[i] = Bytes(a.inner.get_size());
       inner[i] = memory(a.inner, engine(), temps[i].data());
       if (!a.output) reorder(a, stream, user[i], inner[i]);
     }
