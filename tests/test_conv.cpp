@@ -72,8 +72,7 @@ const std::vector<Case>& cases() {
       {"2d transposed groups", {2, 4, 5, 4}, {4, 2, 3, 3}, opts({2}, {1}, {1}, 2, true, {1, 0})},
       {"3d transposed", {1, 2, 3, 3, 2}, {2, 3, 2, 2, 2}, opts({2}, {0}, {1}, 1, true)},
       {"2d transposed dilation", {2, 3, 4, 4}, {3, 2, 3, 3}, opts({1}, {2}, {2}, 1, true)},
-      {"2d transposed parallel", {4, 16, 12, 12}, {16, 8, 3, 3},
-       opts({2}, {1}, {1}, 1, true, {1})},
+      {"2d transposed parallel", {4, 16, 12, 12}, {16, 8, 3, 3}, opts({2}, {1}, {1}, 1, true, {1})},
   };
   return c;
 }
@@ -201,20 +200,33 @@ TEST(ConvErrors, BadInput) {
   Tensor x = zeros({1, 3, 5, 5}), w = zeros({4, 3, 3, 3});
   lazyx::testing::expect_error([&] { conv2d(zeros({3, 5, 5}), w); }, {"[conv2d]", "4-D input"});
   lazyx::testing::expect_error([&] { conv2d(x, zeros({4, 2, 3, 3})); }, {"[conv2d]", "channels"});
-  lazyx::testing::expect_error([&] { conv2d(x, zeros({4, 3, 7, 7})); }, {"[conv2d]", "gives no output"});
-  lazyx::testing::expect_error([&] { conv2d(x, w, {}, opts({0}, {}, {})); }, {"[conv2d]", "stride"});
-  lazyx::testing::expect_error([&] { conv2d(x, w, {}, opts({1, 1, 1}, {}, {})); },
-                        {"[conv2d]", "stride has 3 values"});
-  lazyx::testing::expect_error([&] { conv2d(x, w, {}, opts({}, {}, {}, 2)); }, {"[conv2d]", "groups=2"});
+  lazyx::testing::expect_error(
+      [&] {
+        conv2d(x, zeros({4, 3, 7, 7}));
+      },
+      {"[conv2d]", "gives no output"});
+  lazyx::testing::expect_error([&] { conv2d(x, w, {}, opts({0}, {}, {})); },
+                               {"[conv2d]", "stride"});
+  lazyx::testing::expect_error(
+      [&] {
+        conv2d(x, w, {}, opts({1, 1, 1}, {}, {}));
+      },
+      {"[conv2d]", "stride has 3 values"});
+  lazyx::testing::expect_error([&] { conv2d(x, w, {}, opts({}, {}, {}, 2)); },
+                               {"[conv2d]", "groups=2"});
   lazyx::testing::expect_error([&] { conv2d(x, w.to(kFloat64)); }, {"[conv2d]", "same dtype"});
-  lazyx::testing::expect_error([&] { conv2d(x.to(kBool), w.to(kBool)); }, {"[conv2d]", "dtype bool"});
+  lazyx::testing::expect_error([&] { conv2d(x.to(kBool), w.to(kBool)); },
+                               {"[conv2d]", "dtype bool"});
   lazyx::testing::expect_error([&] { conv2d(x, w, zeros({3})); }, {"[conv2d]", "bias"});
   lazyx::testing::expect_error([&] { conv2d(x, w, {}, opts({2}, {}, {}, 1, false, {1})); },
-                        {"[conv2d]", "output_padding"});
+                               {"[conv2d]", "output_padding"});
   lazyx::testing::expect_error([&] { convolution(x, w, {}, opts({2}, {}, {}, 1, true, {2})); },
-                        {"[conv_transpose2d]", "output_padding"});
-  lazyx::testing::expect_error([&] { convolution_backward_input(zeros({1, 4, 2, 2}), w, x.shape()); },
-                        {"[conv2d_backward]", "grad_out"});
+                               {"[conv_transpose2d]", "output_padding"});
+  lazyx::testing::expect_error(
+      [&] {
+        convolution_backward_input(zeros({1, 4, 2, 2}), w, x.shape());
+      },
+      {"[conv2d_backward]", "grad_out"});
 }
 
 #ifdef LAZYX_TEST_HAVE_CPU

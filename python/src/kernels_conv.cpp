@@ -33,9 +33,9 @@ Tensor convolution_overrideable(const Tensor& input, const Tensor& weight,
                                 bool transposed, c10::IntArrayRef output_padding, int64_t groups) {
   std::optional<LT> b;
   if (bias.has_value() && bias->defined()) b = lz(*bias);
-  return wrap(lazyx::convolution(
-      lz(input), lz(weight), b,
-      options(stride, padding, dilation, transposed, output_padding, groups)));
+  return wrap(
+      lazyx::convolution(lz(input), lz(weight), b,
+                         options(stride, padding, dilation, transposed, output_padding, groups)));
 }
 
 std::tuple<Tensor, Tensor, Tensor> convolution_backward_overrideable(

@@ -21,7 +21,8 @@ CASES = [
     ("conv2d_depthwise", F.conv2d, (2, 4, 6, 6), (4, 1, 3, 3), dict(padding=1, groups=4)),
     ("conv2d_1x1_b1", F.conv2d, (1, 8, 5, 5), (4, 8, 1, 1), dict()),
     ("conv2d_parallel", F.conv2d, (5, 16, 20, 20), (16, 16, 3, 3), dict(padding=1)),
-    ("conv3d", F.conv3d, (2, 2, 5, 6, 4), (3, 2, 2, 3, 2), dict(stride=(1, 2, 1), padding=(1, 0, 1))),
+    ("conv3d", F.conv3d, (2, 2, 5, 6, 4), (3, 2, 2, 3, 2),
+     dict(stride=(1, 2, 1), padding=(1, 0, 1))),
     ("conv_transpose1d", F.conv_transpose1d, (2, 4, 5), (4, 3, 3),
      dict(stride=2, padding=1, output_padding=1)),
     ("conv_transpose2d_groups", F.conv_transpose2d, (2, 4, 5, 4), (4, 2, 3, 3),
@@ -62,12 +63,14 @@ def test_values_and_gradients_match_eager(name, fn, xs, ws, kw, dtype):
     rtol, atol = TOL[dtype]
     for what, g, e in zip(("output", "grad input", "grad weight", "grad bias"), got, want):
         assert g.shape == e.shape, what
-        np.testing.assert_allclose(g.numpy(), e.numpy(), rtol=rtol, atol=atol * max(1, e.abs().max().item()),
+        scale = max(1, e.abs().max().item())
+        np.testing.assert_allclose(g.numpy(), e.numpy(), rtol=rtol, atol=atol * scale,
                                    err_msg=f"{name} {what}")
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
-@pytest.mark.parametrize("name,fn,xs,ws,kw", CASES[2:5] + CASES[9:10], ids=lambda v: v if isinstance(v, str) else "")
+@pytest.mark.parametrize("name,fn,xs,ws,kw", CASES[2:5] + CASES[9:10],
+                         ids=[c[0] for c in CASES[2:5] + CASES[9:10]])
 def test_half_types_match_float32_eager(name, fn, xs, ws, kw, dtype):
     # The device rounds once from exact sums: compare with float32 eager on the rounded inputs.
     torch.manual_seed(0)

@@ -35,7 +35,9 @@ inline ConvAttrs unpack_attrs(const std::vector<int64_t>& v) {
   ConvAttrs a;
   a.k = static_cast<int>(v[0]);
   const size_t k = static_cast<size_t>(a.k);
-  auto at = [&](size_t i) { return std::vector<int64_t>(v.begin() + 1 + i * k, v.begin() + 1 + (i + 1) * k); };
+  auto at = [&](size_t i) {
+    return std::vector<int64_t>(v.begin() + 1 + i * k, v.begin() + 1 + (i + 1) * k);
+  };
   a.stride = at(0);
   a.padding = at(1);
   a.dilation = at(2);

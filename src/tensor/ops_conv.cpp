@@ -23,13 +23,15 @@ std::string list_str(const std::vector<int64_t>& v) { return ir::shape_str(v); }
 std::vector<int64_t> expand(const std::string& name, const char* what,
                             const std::vector<int64_t>& v, int k, int64_t def, int64_t min) {
   std::vector<int64_t> r;
-  if (v.empty()) r.assign(k, def);
-  else if (v.size() == 1) r.assign(k, v[0]);
-  else if (static_cast<int>(v.size()) == k) r = v;
+  if (v.empty())
+    r.assign(k, def);
+  else if (v.size() == 1)
+    r.assign(k, v[0]);
+  else if (static_cast<int>(v.size()) == k)
+    r = v;
   else {
-    ir::fail(name.c_str(), std::string(what) + " has " + std::to_string(v.size()) +
-                               " values for " + std::to_string(k) +
-                               " spatial dims; give one value or one per dim.");
+    ir::fail(name.c_str(), std::string(what) + " has " + std::to_string(v.size()) + " values for " +
+                               std::to_string(k) + " spatial dims; give one value or one per dim.");
   }
   for (int64_t x : r) {
     if (x < min) {
@@ -83,30 +85,30 @@ void check_operands(const std::string& name, const Shape& x, Dtype xd, const Sha
 }
 
 // The output shape of the convolution of input shape x with weight shape w.
-Shape out_shape(const std::string& name, const Shape& x, const Shape& w,
-                const conv::ConvAttrs& a) {
+Shape out_shape(const std::string& name, const Shape& x, const Shape& w, const conv::ConvAttrs& a) {
   const int64_t G = a.groups;
   const int64_t cin = x[1];
   const int64_t wc_in = a.transposed ? w[0] : w[1] * G;
   const int64_t cout = a.transposed ? w[1] * G : w[0];
   if (cin != wc_in || w[0] % G != 0) {
-    ir::fail(name.c_str(), "input " + ir::shape_str(x) + " has " + std::to_string(cin) +
-                               " channels but weight " + ir::shape_str(w) + " with groups=" +
-                               std::to_string(G) + " expects " + std::to_string(wc_in) +
-                               " (and its dim 0 divisible by groups); fix the shapes.");
+    ir::fail(name.c_str(),
+             "input " + ir::shape_str(x) + " has " + std::to_string(cin) + " channels but weight " +
+                 ir::shape_str(w) + " with groups=" + std::to_string(G) + " expects " +
+                 std::to_string(wc_in) + " (and its dim 0 divisible by groups); fix the shapes.");
   }
   Shape out{x[0], cout};
   for (int d = 0; d < a.k; ++d) {
     const int64_t in = x[2 + d], kr = a.dilation[d] * (w[2 + d] - 1) + 1;
     const int64_t s = a.stride[d], p = a.padding[d];
     int64_t o = 0;
-    if (a.transposed) o = (in - 1) * s - 2 * p + kr + a.output_padding[d];
-    else o = in + 2 * p >= kr ? (in + 2 * p - kr) / s + 1 : 0;
+    if (a.transposed)
+      o = (in - 1) * s - 2 * p + kr + a.output_padding[d];
+    else
+      o = in + 2 * p >= kr ? (in + 2 * p - kr) / s + 1 : 0;
     if (o < 1 || w[2 + d] < 1) {
-      ir::fail(name.c_str(), "spatial dim " + std::to_string(d) + " of input " +
-                                 ir::shape_str(x) + " gives no output with kernel " +
-                                 ir::shape_str(w) + ", padding " + list_str(a.padding) +
-                                 ", dilation " + list_str(a.dilation) +
+      ir::fail(name.c_str(), "spatial dim " + std::to_string(d) + " of input " + ir::shape_str(x) +
+                                 " gives no output with kernel " + ir::shape_str(w) + ", padding " +
+                                 list_str(a.padding) + ", dilation " + list_str(a.dilation) +
                                  "; use a larger input or more padding.");
     }
     out.push_back(o);
@@ -142,8 +144,8 @@ Tensor conv_impl(const std::string& name, const Tensor& input, const Tensor& wei
 }
 
 // Checks a gradient's operands: grad_out must be the output of input_shape * weight_shape.
-conv::ConvAttrs check_backward(const std::string& name, const Shape& go, Dtype god,
-                               const Shape& x, Dtype xd, const Shape& w, const ConvOptions& o) {
+conv::ConvAttrs check_backward(const std::string& name, const Shape& go, Dtype god, const Shape& x,
+                               Dtype xd, const Shape& w, const ConvOptions& o) {
   check_operands(name, x, xd, w, god);
   const conv::ConvAttrs a = make_attrs(name, o, static_cast<int>(x.size()) - 2);
   const Shape out = out_shape(name, x, w, a);
@@ -188,12 +190,13 @@ Tensor convolution_backward_weight(const Tensor& grad_out, const Tensor& input,
 }
 
 namespace {
-Tensor conv_nd(int k, const Tensor& input, const Tensor& weight,
-               const std::optional<Tensor>& bias, ConvOptions o) {
+Tensor conv_nd(int k, const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias,
+               ConvOptions o) {
   const std::string name = conv_name(static_cast<size_t>(k) + 2, o.transposed);
   if (input.shape().size() != static_cast<size_t>(k) + 2) {
-    ir::fail(name.c_str(), "expected a " + std::to_string(k + 2) + "-D input (N, C, *spatial), got " +
-                               ir::shape_str(input.shape()) + ".");
+    ir::fail(name.c_str(), "expected a " + std::to_string(k + 2) +
+                               "-D input (N, C, *spatial), got " + ir::shape_str(input.shape()) +
+                               ".");
   }
   return conv_impl(name, input, weight, bias, o);
 }

@@ -5,11 +5,11 @@
 // partial gradients.
 #include "backends/cpu/dnnl_conv.h"
 
-#include <dnnl.hpp>
 #include <omp.h>
 
 #include <algorithm>
 #include <array>
+#include <dnnl.hpp>
 #include <map>
 #include <memory>
 #include <unordered_map>
@@ -139,8 +139,8 @@ Prim make_prim(const conv::Problem& p, int64_t n) {
     set_arg(r.args[1], DNNL_ARG_WEIGHTS, false, wei, bpd.weights_desc());
     set_arg(r.args[2], DNNL_ARG_DIFF_DST, false, dst, bpd.diff_dst_desc());
   } else {
-    dnnl::convolution_backward_weights::desc wd(alg, any(src), any(wei), any(dst), strides, dil,
-                                                pl, pr);
+    dnnl::convolution_backward_weights::desc wd(alg, any(src), any(wei), any(dst), strides, dil, pl,
+                                                pr);
     dnnl::convolution_backward_weights::primitive_desc wpd(wd, attr, engine(), fpd);
     r.scratch = wpd.scratchpad_desc();
     r.prim = dnnl::convolution_backward_weights(wpd);
@@ -251,8 +251,8 @@ void run_piece(const Prim& r, const std::array<float*, 3>& ptrs) {
 
 }  // namespace
 
-bool run_dnnl_conv(const ConvCache& cache, int32_t instr, const std::vector<const reference::Val*>& a,
-                   const reference::Val& out) {
+bool run_dnnl_conv(const ConvCache& cache, int32_t instr,
+                   const std::vector<const reference::Val*>& a, const reference::Val& out) {
   auto it = cache.entries.find(instr);
   if (it == cache.entries.end()) return false;
   const ConvEntry& e = it->second;

@@ -17,7 +17,7 @@ struct ConvCache;
 std::shared_ptr<ConvCache> make_conv_cache(const backend::LoweredGraph& g, int threads = 0);
 // Runs instruction `instr` through its cached primitives; false if it has none (then the caller
 // runs the reference kernel).
-bool run_dnnl_conv(const ConvCache& cache, int32_t instr, const std::vector<const reference::Val*>& a,
-                   const reference::Val& out);
+bool run_dnnl_conv(const ConvCache& cache, int32_t instr,
+                   const std::vector<const reference::Val*>& a, const reference::Val& out);
 
 }  // namespace lazyx::cpu

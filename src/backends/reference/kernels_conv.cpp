@@ -37,8 +37,10 @@ template <class T>
 std::vector<T> load(const Val& v) {
   std::vector<T> r(static_cast<size_t>(v.numel()));
   for (int64_t i = 0; i < v.numel(); ++i) {
-    if constexpr (std::is_same_v<T, double>) r[i] = get_f(v, i);
-    else r[i] = static_cast<uint64_t>(get_i(v, i));
+    if constexpr (std::is_same_v<T, double>)
+      r[i] = get_f(v, i);
+    else
+      r[i] = static_cast<uint64_t>(get_i(v, i));
   }
   return r;
 }
@@ -98,8 +100,10 @@ void conv_in(const conv::Problem& p, const std::array<const Val*, 3>& vals, cons
     for_each_term(p, [&](int64_t si, int64_t wi, int64_t di) { acc[wi] += d[di] * s[si]; });
   }
   for (int64_t i = 0; i < out.numel(); ++i) {
-    if constexpr (std::is_same_v<T, double>) set_f(out, i, acc[i]);
-    else set_i(out, i, static_cast<int64_t>(acc[i]));
+    if constexpr (std::is_same_v<T, double>)
+      set_f(out, i, acc[i]);
+    else
+      set_i(out, i, static_cast<int64_t>(acc[i]));
   }
 }
 
@@ -108,8 +112,10 @@ void conv_in(const conv::Problem& p, const std::array<const Val*, 3>& vals, cons
 void run_conv(const backend::Instr& in, const Val& a, const Val& b, const Val& out) {
   const conv::Problem p = conv::make_problem(in, a.shape, b.shape);
   const std::array<const Val*, 3> vals{&a, &b, &out};
-  if (float_domain(out.dtype)) conv_in<double>(p, vals, out);
-  else conv_in<uint64_t>(p, vals, out);
+  if (float_domain(out.dtype))
+    conv_in<double>(p, vals, out);
+  else
+    conv_in<uint64_t>(p, vals, out);
 }
 
 }  // namespace lazyx::reference
