@@ -1,6 +1,7 @@
 // Convolutions: the reference kernel against hand-computed values, an explicit im2col + matmul
 // and the adjoint identities of its gradients; the cpu backend (oneDNN) against the reference
-// on a grid of 1-, 2- and 3-D problems (groups, dilation, strides, padding, transposed); errors.
+// on a grid of 1-, 2- and 3-D problems (groups, dilation, strides, padding, transposed; 16-bit
+// floats through float32 primitives); errors.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -260,6 +261,7 @@ void check_cpu(Dtype d, double tol) {
 TEST(ConvCpu, Float32MatchesReference) { check_cpu(kFloat32, 2e-6); }
 TEST(ConvCpu, Float64MatchesReference) { check_cpu(kFloat64, 1e-12); }
 TEST(ConvCpu, BFloat16MatchesReference) { check_cpu(kBFloat16, 1e-2); }
+TEST(ConvCpu, Float16MatchesReference) { check_cpu(kFloat16, 2e-3); }
 TEST(ConvCpu, Int64MatchesReference) { check_cpu(kInt64, 0); }
 
 // A step that runs a cached program again reuses its primitives and gives the same values.

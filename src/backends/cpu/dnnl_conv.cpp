@@ -179,7 +179,8 @@ std::shared_ptr<ConvCache> make_conv_cache(const backend::LoweredGraph& g, int t
         in.op != ir::Op::ConvBackwardWeight) {
       continue;
     }
-    if (in.dtype != kFloat32) continue;
+    // 16-bit floats compute in float32 and round once; float64 and integers stay exact.
+    if (in.dtype != kFloat32 && in.dtype != kBFloat16 && in.dtype != kFloat16) continue;
     ConvEntry e;
     e.op = in.op;
     e.p = conv::make_problem(in, g.instrs[in.inputs[0]].shape, g.instrs[in.inputs[1]].shape);
@@ -258,9 +259,24 @@ bool run_dnnl_conv(const ConvCache& cache, int32_t instr,
   const ConvEntry& e = it->second;
   const conv::Problem& p = e.p;
   const std::array<const reference::Val*, 3> vals{a[0], a[1], &out};
-  float* src = reinterpret_cast<float*>(vals[p.src]->data);
-  float* wei = reinterpret_cast<float*>(vals[p.wei]->data);
-  float* dst = reinterpret_cast<float*>(vals[p.dst]->data);
+  // 16-bit operands widen into float32 copies; the output narrows back at the end.
+  std::array<std::vector<float>, 3> wide;
+  std::array<float*, 3> ptr{};
+  for (size_t r = 0; r < 3; ++r) {
+    const reference::Val& v = *vals[r];
+    if (v.dtype == kFloat32) {
+      ptr[r] = reinterpret_cast<float*>(v.data);
+      continue;
+    }
+    wide[r].resize(static_cast<size_t>(v.numel()));
+    for (int64_t i = 0; r < 2 && i < v.numel(); ++i) {
+      wide[r][i] = static_cast<float>(reference::get_f(v, i));
+    }
+    ptr[r] = wide[r].data();
+  }
+  float* src = ptr[p.src];
+  float* wei = ptr[p.wei];
+  float* dst = ptr[p.dst];
   const int64_t src_item = p.ic * prod(p.in), dst_item = p.oc * prod(p.out);
   const int64_t wsize = p.oc * (p.ic / p.groups) * prod(p.ker);
   const bool partial = p.dir == conv::Dir::BwdWeight && e.pieces > 1;
@@ -281,6 +297,9 @@ bool run_dnnl_conv(const ConvCache& cache, int32_t instr,
   for (int64_t t = 1; partial && t < e.pieces; ++t) {
     const float* q = parts.data() + (t - 1) * wsize;
     for (int64_t i = 0; i < wsize; ++i) wei[i] += q[i];
+  }
+  for (int64_t i = 0; out.dtype != kFloat32 && i < out.numel(); ++i) {
+    reference::set_f(out, i, wide[2][i]);
   }
   if (t0 >= 0) {
     profile::record(std::string("dnnl ") + ir::op_name(e.op), "kernel", t0, profile::now_us());

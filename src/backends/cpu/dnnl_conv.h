@@ -1,6 +1,7 @@
-// Convolutions on the cpu backend through oneDNN (float32): forward, backward data and backward
-// weights primitives built once per compiled program, run single-threaded per piece with the
-// batch split across the backend's thread pool. Other dtypes run the reference kernel.
+// Convolutions on the cpu backend through oneDNN float32 primitives (16-bit floats widen to
+// float32 and round once): forward, backward data and backward weights, built once per compiled
+// program, run single-threaded per piece with the batch split across the backend's thread pool.
+// float64 and integers run the reference kernel.
 #pragma once
 
 #include <memory>
