@@ -15,6 +15,7 @@
 // [sort/scan ops]
 
 // [conv ops]
+#include "lazyx/conv.h"
 
 // [pool ops]
 #include "lazyx/pool.h"

@@ -1,6 +1,6 @@
 // The boxed fallback (every op without a native kernel runs on CPU and is counted as
-// "aten::<op>", as PyTorch/XLA does; ops whose schema under-declares their writes included), the
-// convolutions, which run on CPU through their own wrapper, and the _foreach_* kernels.
+// "aten::<op>", as PyTorch/XLA does; ops whose schema under-declares their writes included) and
+// the _foreach_* kernels.
 #include <ATen/ATen.h>
 #include <ATen/native/CPUFallback.h>
 #include <torch/library.h>
@@ -277,36 +277,6 @@ void guarded_boxed(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   }
 }
 
-// Convolutions run on CPU: torch sends every convolution on a PrivateUse1 device to these two
-// "overrideable" ops, which have no CPU fallback of their own.
-Tensor convolution_overrideable(const Tensor& input, const Tensor& weight,
-                                const c10::optional<Tensor>& bias, c10::IntArrayRef stride,
-                                c10::IntArrayRef padding, c10::IntArrayRef dilation,
-                                bool transposed, c10::IntArrayRef output_padding, int64_t groups) {
-  lazyx::metrics::add_counter("aten::convolution_overrideable");
-  PyCause cause("CPU fallback aten::convolution_overrideable needed the value");
-  lazyx::ProfileSpan span("aten::convolution_overrideable", "fallback");
-  return to_device(at::convolution(to_cpu(input), to_cpu(weight), to_cpu(bias), stride, padding,
-                                   dilation, transposed, output_padding, groups));
-}
-
-std::tuple<Tensor, Tensor, Tensor> convolution_backward_overrideable(
-    const Tensor& grad_output, const Tensor& input, const Tensor& weight, c10::IntArrayRef stride,
-    c10::IntArrayRef padding, c10::IntArrayRef dilation, bool transposed,
-    c10::IntArrayRef output_padding, int64_t groups, std::array<bool, 3> output_mask) {
-  lazyx::metrics::add_counter("aten::convolution_backward_overrideable");
-  PyCause cause("CPU fallback aten::convolution_backward_overrideable needed the value");
-  lazyx::ProfileSpan span("aten::convolution_backward_overrideable", "fallback");
-  // The bias has one element per output channel.
-  const int64_t out_channels = transposed ? weight.size(1) * groups : weight.size(0);
-  std::vector<int64_t> bias_sizes = {out_channels};
-  auto r = at::convolution_backward(
-      to_cpu(grad_output), to_cpu(input), to_cpu(weight),
-      output_mask[2] ? at::OptionalIntArrayRef(bias_sizes) : at::OptionalIntArrayRef(), stride,
-      padding, dilation, transposed, output_padding, groups, output_mask);
-  return {to_device(std::get<0>(r)), to_device(std::get<1>(r)), to_device(std::get<2>(r))};
-}
-
 // Sparse layouts have no lazyx kernels: every op on them raises, naming the layout.
 void sparse_fallback(const c10::OperatorHandle& op, torch::jit::Stack*) {
   TORCH_CHECK(false, "[", op.schema().name(),
@@ -320,11 +290,6 @@ TORCH_LIBRARY_IMPL(_, SparsePrivateUse1, m) {
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&guarded_boxed<&lazyx_fallback>>());
-}
-
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("convolution_overrideable", LZ_FN(convolution_overrideable));
-  m.impl("convolution_backward_overrideable", LZ_FN(convolution_backward_overrideable));
 }
 
 }  // namespace

@@ -48,6 +48,10 @@ enum class Op : uint8_t {
 
   // Convolutions (reference: kernels_conv.cpp; cpu: oneDNN, dnnl_conv.cpp).
   // [conv ops]
+  // attrs.ints = {k, stride[k], padding[k], dilation[k], output_padding[k], groups, transposed}.
+  Conv,                // operands: input, weight
+  ConvBackwardInput,   // operands: grad_out, weight; the shape is the input's
+  ConvBackwardWeight,  // operands: grad_out, input; the shape is the weight's
 
   // Pooling, normalization and resampling (reference: kernels_pool.cpp; cpu: dnnl_pool.cpp).
   // [pool ops]

@@ -65,6 +65,9 @@ struct Table {
     // [sort/scan ops]
 
     // [conv ops]
+    set(Op::Conv, "convolution", F::Other);
+    set(Op::ConvBackwardInput, "convolution_backward_input", F::Other);
+    set(Op::ConvBackwardWeight, "convolution_backward_weight", F::Other);
 
     // [pool ops]
     set(Op::TapSum, "tap_sum", F::Other, false, false, true);

@@ -6,6 +6,7 @@
 
 #include "backends/backend.h"
 #include "backends/cpu/codegen.h"
+#include "backends/cpu/dnnl_conv.h"
 #include "backends/cpu/gemm.h"
 #include "backends/cpu/plan.h"
 #include "backends/cpu/plan_gemm.h"
@@ -71,6 +72,7 @@ class CpuBackend : public backend::Backend {
   std::unique_ptr<backend::Program> compile(const LoweredGraph& g) override {
     auto p = plan(widen_half_matmuls(g));
     p->kernels = compile_fused(p->g, p->specs, p->code);
+    p->conv = make_conv_cache(p->g);
     return p;
   }
 
@@ -177,6 +179,7 @@ class CpuBackend : public backend::Backend {
         gemm_matmul(in, *ops[0], *ops[1], out, alpha, s.beta);
         continue;
       }
+      if (p.conv && run_dnnl_conv(*p.conv, s.instr, ops, out)) continue;
       const double t0 = profile::on() ? profile::now_us() : -1;
       run_ref(in, ops, out);
       if (t0 >= 0) {
@@ -272,6 +275,9 @@ class CpuBackend : public backend::Backend {
       // [sort/scan ops]
 
       // [conv ops]
+      case Op::Conv:
+      case Op::ConvBackwardInput:
+      case Op::ConvBackwardWeight: reference::run_conv(in, *a[0], *a[1], out); return;
 
       // [pool ops]
       case Op::TapSum:

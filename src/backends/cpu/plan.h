@@ -50,6 +50,8 @@ struct Copy {
   int32_t out;        // into this output's buffer
 };
 
+struct ConvCache;  // dnnl_conv.h
+
 class CpuProgram : public backend::Program {
  public:
   backend::LoweredGraph g;
@@ -58,6 +60,7 @@ class CpuProgram : public backend::Program {
   std::vector<KernelFn> kernels;
   std::unique_ptr<CompiledModule> code;
   std::vector<Loc> loc;
+  std::shared_ptr<ConvCache> conv;  // oneDNN convolution primitives, or null
   std::vector<Loc> temp_loc;       // per output: a temporary for a deferred donated output
   std::vector<Copy> leaf_copies;   // outputs whose value is a parameter or scalar
   std::vector<int32_t> deferred;   // donated outputs computed into a temporary

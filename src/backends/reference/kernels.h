@@ -38,6 +38,7 @@ void run_index(const backend::Instr& in, const std::vector<const Val*>& args, co
 // [sort/scan ops]
 
 // [conv ops]
+void run_conv(const backend::Instr& in, const Val& a, const Val& b, const Val& out);
 
 // [pool ops]
 // TapSum, TapMax and TapScatter (kernels_pool.cpp).

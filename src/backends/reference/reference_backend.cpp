@@ -350,6 +350,9 @@ class ReferenceBackend : public backend::Backend {
       // [sort/scan ops]
 
       // [conv ops]
+      case Op::Conv:
+      case Op::ConvBackwardInput:
+      case Op::ConvBackwardWeight: run_conv(in, *a[0], *a[1], out); return;
 
       // [pool ops]
       case Op::TapSum:
