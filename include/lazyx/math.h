@@ -46,7 +46,7 @@ Tensor nan_to_num(const Tensor& x, std::optional<double> nan = std::nullopt,
                   std::optional<double> neginf = std::nullopt);
 
 // Binary ops; a Scalar operand takes part in promotion as a Python number does.
-#define LAZYX_MATH_BINARY(fn)                   \
+#define LAZYX_MATH_BINARY(fn)                  \
   Tensor fn(const Tensor& a, const Tensor& b); \
   Tensor fn(const Tensor& a, Scalar b);        \
   Tensor fn(Scalar a, const Tensor& b);

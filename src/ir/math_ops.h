@@ -20,9 +20,28 @@ const std::vector<std::pair<Op, const char*>>& math_op_names();
 
 // SpecialFn's functions (attrs.i0), computed per element in double by scalar code.
 enum class Special : int64_t {
-  Lgamma, Digamma, Polygamma, I0, I0e, I1, I1e, Ndtri, LogNdtr, Erfcx, BesselJ0, BesselJ1,
-  BesselY0, BesselY1, ModBesselI0, ModBesselI1, ModBesselK0, ModBesselK1, ScaledModBesselK0,
-  ScaledModBesselK1, SphericalBesselJ0, kNum,
+  Lgamma,
+  Digamma,
+  Polygamma,
+  I0,
+  I0e,
+  I1,
+  I1e,
+  Ndtri,
+  LogNdtr,
+  Erfcx,
+  BesselJ0,
+  BesselJ1,
+  BesselY0,
+  BesselY1,
+  ModBesselI0,
+  ModBesselI1,
+  ModBesselK0,
+  ModBesselK1,
+  ScaledModBesselK0,
+  ScaledModBesselK1,
+  SphericalBesselJ0,
+  kNum,
 };
 
 }  // namespace lazyx::ir

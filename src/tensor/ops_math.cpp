@@ -99,8 +99,8 @@ Tensor frac(const Tensor& x) {
 }
 Tensor sign(const Tensor& x) {
   if (x.dtype() == kBool) return x.clone();
-  Tensor s = x.gt(0).to(x.dtype()).sub(x.lt(0).to(x.dtype()));
-  return is_floating(x.dtype()) ? where(isnan_t(x), x, s) : s;
+  // NaN gives 0, as PyTorch's sign does.
+  return x.gt(0).to(x.dtype()).sub(x.lt(0).to(x.dtype()));
 }
 Tensor signbit(const Tensor& x) {
   if (x.dtype() == kBool) return zeros(x.shape(), kBool);
@@ -164,9 +164,9 @@ Tensor nan_to_num(const Tensor& x, std::optional<double> nan, std::optional<doub
   return where(isnan_t(x), Scalar(nan.value_or(0.0)), r);
 }
 
-#define LAZYX_BINARY_NATIVE(fn, OP, KIND)                                           \
+#define LAZYX_BINARY_NATIVE(fn, OP, KIND)                                                 \
   Tensor fn(const Tensor& a, const Tensor& b) { return binary(Op::OP, #fn, a, b, KIND); } \
-  Tensor fn(const Tensor& a, Scalar b) { return fn(a, lift(a, b)); }                \
+  Tensor fn(const Tensor& a, Scalar b) { return fn(a, lift(a, b)); }                      \
   Tensor fn(Scalar a, const Tensor& b) { return fn(lift(b, a), b); }
 LAZYX_BINARY_NATIVE(atan2, Atan2, Kind::Float)
 LAZYX_BINARY_NATIVE(hypot, Hypot, Kind::Float)
@@ -181,7 +181,7 @@ LAZYX_BINARY_NATIVE(bitwise_xor, BitwiseXor, Kind::Bitwise)
 LAZYX_BINARY_NATIVE(nextafter, Nextafter, Kind::FloatOnly)
 #undef LAZYX_BINARY_NATIVE
 
-#define LAZYX_BINARY_SCALARS(fn)                                      \
+#define LAZYX_BINARY_SCALARS(fn)                                     \
   Tensor fn(const Tensor& a, Scalar b) { return fn(a, lift(a, b)); } \
   Tensor fn(Scalar a, const Tensor& b) { return fn(lift(b, a), b); }
 LAZYX_BINARY_SCALARS(logical_xor)
@@ -256,7 +256,8 @@ Tensor lerp(const Tensor& a, const Tensor& b, Scalar w) {
 }
 
 Tensor clamp(const Tensor& x, const Tensor& lo, const Tensor& hi) {
-  if (!lo.defined() && !hi.defined()) ir::fail("clamp", "at least one of min and max must be given.");
+  if (!lo.defined() && !hi.defined())
+    ir::fail("clamp", "at least one of min and max must be given.");
   Tensor r = lo.defined() ? maximum(x, lo) : x;
   return hi.defined() ? minimum(r, hi) : r;
 }
@@ -279,10 +280,18 @@ Tensor bessel_j0(const Tensor& x) { return special(S::BesselJ0, "bessel_j0", x);
 Tensor bessel_j1(const Tensor& x) { return special(S::BesselJ1, "bessel_j1", x); }
 Tensor bessel_y0(const Tensor& x) { return special(S::BesselY0, "bessel_y0", x); }
 Tensor bessel_y1(const Tensor& x) { return special(S::BesselY1, "bessel_y1", x); }
-Tensor modified_bessel_i0(const Tensor& x) { return special(S::ModBesselI0, "modified_bessel_i0", x); }
-Tensor modified_bessel_i1(const Tensor& x) { return special(S::ModBesselI1, "modified_bessel_i1", x); }
-Tensor modified_bessel_k0(const Tensor& x) { return special(S::ModBesselK0, "modified_bessel_k0", x); }
-Tensor modified_bessel_k1(const Tensor& x) { return special(S::ModBesselK1, "modified_bessel_k1", x); }
+Tensor modified_bessel_i0(const Tensor& x) {
+  return special(S::ModBesselI0, "modified_bessel_i0", x);
+}
+Tensor modified_bessel_i1(const Tensor& x) {
+  return special(S::ModBesselI1, "modified_bessel_i1", x);
+}
+Tensor modified_bessel_k0(const Tensor& x) {
+  return special(S::ModBesselK0, "modified_bessel_k0", x);
+}
+Tensor modified_bessel_k1(const Tensor& x) {
+  return special(S::ModBesselK1, "modified_bessel_k1", x);
+}
 Tensor scaled_modified_bessel_k0(const Tensor& x) {
   return special(S::ScaledModBesselK0, "scaled_modified_bessel_k0", x);
 }

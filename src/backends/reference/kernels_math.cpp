@@ -38,44 +38,73 @@ constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
 
 double math_f(const backend::Instr& in, double x, double y) {
   switch (in.op) {
-    case Op::Floor: return std::floor(x);
-    case Op::Ceil: return std::ceil(x);
-    case Op::Round: return std::nearbyint(x);  // half to even in the default rounding mode
-    case Op::Trunc: return std::trunc(x);
-    case Op::Log1p: return std::log1p(x);
-    case Op::Expm1: return std::expm1(x);
-    case Op::Log2: return std::log2(x);
-    case Op::Log10: return std::log10(x);
-    case Op::Exp2: return std::exp2(x);
-    case Op::Erf: return std::erf(x);
-    case Op::Erfc: return std::erfc(x);
-    case Op::Erfinv: return special::erfinv(x);
-    case Op::Tan: return std::tan(x);
-    case Op::Asin: return std::asin(x);
-    case Op::Acos: return std::acos(x);
-    case Op::Atan: return std::atan(x);
-    case Op::Sinh: return std::sinh(x);
-    case Op::Cosh: return std::cosh(x);
-    case Op::Asinh: return std::asinh(x);
-    case Op::Acosh: return std::acosh(x);
-    case Op::Atanh: return std::atanh(x);
+    case Op::Floor:
+      return std::floor(x);
+    case Op::Ceil:
+      return std::ceil(x);
+    case Op::Round:
+      return std::nearbyint(x);  // half to even in the default rounding mode
+    case Op::Trunc:
+      return std::trunc(x);
+    case Op::Log1p:
+      return std::log1p(x);
+    case Op::Expm1:
+      return std::expm1(x);
+    case Op::Log2:
+      return std::log2(x);
+    case Op::Log10:
+      return std::log10(x);
+    case Op::Exp2:
+      return std::exp2(x);
+    case Op::Erf:
+      return std::erf(x);
+    case Op::Erfc:
+      return std::erfc(x);
+    case Op::Erfinv:
+      return special::erfinv(x);
+    case Op::Tan:
+      return std::tan(x);
+    case Op::Asin:
+      return std::asin(x);
+    case Op::Acos:
+      return std::acos(x);
+    case Op::Atan:
+      return std::atan(x);
+    case Op::Sinh:
+      return std::sinh(x);
+    case Op::Cosh:
+      return std::cosh(x);
+    case Op::Asinh:
+      return std::asinh(x);
+    case Op::Acosh:
+      return std::acosh(x);
+    case Op::Atanh:
+      return std::atanh(x);
     case Op::SpecialFn:
       return special::eval(static_cast<ir::Special>(in.attrs.i0),
                            in.attrs.ints.empty() ? 0 : in.attrs.ints[0], x);
-    case Op::Atan2: return std::atan2(x, y);
-    case Op::Hypot: return std::hypot(x, y);
-    case Op::Copysign: return std::copysign(x, y);
-    case Op::Fmod: return std::fmod(x, y);
-    case Op::Remainder: return remainder_f(x, y);
-    case Op::FloorDiv: return floor_div(x, y);
-    case Op::TruncDiv: return std::trunc(x / y);
+    case Op::Atan2:
+      return std::atan2(x, y);
+    case Op::Hypot:
+      return std::hypot(x, y);
+    case Op::Copysign:
+      return std::copysign(x, y);
+    case Op::Fmod:
+      return std::fmod(x, y);
+    case Op::Remainder:
+      return remainder_f(x, y);
+    case Op::FloorDiv:
+      return floor_div(x, y);
+    case Op::TruncDiv:
+      return std::trunc(x / y);
     case Op::Nextafter:
       // In the output's precision: float32 steps are float32 ulps.
       if (in.dtype == kFloat32) {
         return std::nextafter(static_cast<float>(x), static_cast<float>(y));
       }
       return std::nextafter(x, y);
-    default: break;
+    default:
+      break;
   }
   ir::fail(ir::op_name(in.op), std::string("internal: no floating-point kernel for dtype ") +
                                    dtype_name(in.dtype) + ".");
@@ -86,11 +115,16 @@ int64_t math_i(const backend::Instr& in, int64_t x, int64_t y) {
     case Op::Floor:
     case Op::Ceil:
     case Op::Round:
-    case Op::Trunc: return x;
-    case Op::BitwiseNot: return in.dtype == kBool ? !x : ~x;
-    case Op::BitwiseAnd: return x & y;
-    case Op::BitwiseOr: return x | y;
-    case Op::BitwiseXor: return x ^ y;
+    case Op::Trunc:
+      return x;
+    case Op::BitwiseNot:
+      return in.dtype == kBool ? !x : ~x;
+    case Op::BitwiseAnd:
+      return x & y;
+    case Op::BitwiseOr:
+      return x | y;
+    case Op::BitwiseXor:
+      return x ^ y;
     case Op::Fmod:
       if (y == 0) return 0;
       return y == -1 ? 0 : x % y;
@@ -108,10 +142,11 @@ int64_t math_i(const backend::Instr& in, int64_t x, int64_t y) {
       if (in.op == Op::FloorDiv && x % y != 0 && ((x < 0) != (y < 0))) q -= 1;
       return q;
     }
-    default: break;
+    default:
+      break;
   }
-  ir::fail(ir::op_name(in.op), std::string("internal: no integer kernel for dtype ") +
-                                   dtype_name(in.dtype) + ".");
+  ir::fail(ir::op_name(in.op),
+           std::string("internal: no integer kernel for dtype ") + dtype_name(in.dtype) + ".");
 }
 
 }  // namespace lazyx::reference

@@ -42,10 +42,16 @@ double erfcinv(double c) {
 }
 
 // Bernoulli numbers B_2k / (2k)! for k = 1..10: the Euler-Maclaurin tail.
-constexpr double kB2kOverFact[] = {
-    1.0 / 12, -1.0 / 720, 1.0 / 30240, -1.0 / 1209600, 1.0 / 47900160,
-    -691.0 / 1307674368000.0, 1.0 / 74724249600.0, -3617.0 / 10670622842880000.0,
-    43867.0 / 5109094217170944000.0, -174611.0 / 802857662698291200000.0};
+constexpr double kB2kOverFact[] = {1.0 / 12,
+                                   -1.0 / 720,
+                                   1.0 / 30240,
+                                   -1.0 / 1209600,
+                                   1.0 / 47900160,
+                                   -691.0 / 1307674368000.0,
+                                   1.0 / 74724249600.0,
+                                   -3617.0 / 10670622842880000.0,
+                                   43867.0 / 5109094217170944000.0,
+                                   -174611.0 / 802857662698291200000.0};
 
 // Hurwitz zeta(s, q) = sum_k (q + k)^-s for s > 1, q > 0.
 double hurwitz_zeta(double s, double q) {
@@ -177,33 +183,53 @@ double polygamma(int64_t n, double x) {
 double eval(ir::Special id, int64_t order, double x) {
   using S = ir::Special;
   switch (id) {
-    case S::Lgamma: return std::lgamma(x);
-    case S::Digamma: return digamma(x);
-    case S::Polygamma: return polygamma(order, x);
-    case S::I0: return std::isinf(x) ? kInf : scaled_bessel_i(0, std::fabs(x)) * std::exp(std::fabs(x));
-    case S::I0e: return std::isinf(x) ? 0.0 : scaled_bessel_i(0, std::fabs(x));
+    case S::Lgamma:
+      return std::lgamma(x);
+    case S::Digamma:
+      return digamma(x);
+    case S::Polygamma:
+      return polygamma(order, x);
+    case S::I0:
+      return std::isinf(x) ? kInf : scaled_bessel_i(0, std::fabs(x)) * std::exp(std::fabs(x));
+    case S::I0e:
+      return std::isinf(x) ? 0.0 : scaled_bessel_i(0, std::fabs(x));
     case S::I1:
       if (std::isinf(x)) return x;
       return std::copysign(scaled_bessel_i(1, std::fabs(x)) * std::exp(std::fabs(x)), x);
-    case S::I1e: return std::isinf(x) ? std::copysign(0.0, x) : std::copysign(scaled_bessel_i(1, std::fabs(x)), x);
-    case S::Ndtri: return ndtri(x);
-    case S::LogNdtr: return log_ndtr(x);
-    case S::Erfcx: return erfcx(x);
-    case S::BesselJ0: return std::isinf(x) ? 0.0 : std::cyl_bessel_j(0.0, std::fabs(x));
+    case S::I1e:
+      return std::isinf(x) ? std::copysign(0.0, x)
+                           : std::copysign(scaled_bessel_i(1, std::fabs(x)), x);
+    case S::Ndtri:
+      return ndtri(x);
+    case S::LogNdtr:
+      return log_ndtr(x);
+    case S::Erfcx:
+      return erfcx(x);
+    case S::BesselJ0:
+      return std::isinf(x) ? 0.0 : std::cyl_bessel_j(0.0, std::fabs(x));
     case S::BesselJ1:
       return std::isinf(x) ? 0.0 : std::copysign(std::cyl_bessel_j(1.0, std::fabs(x)), x);
-    case S::BesselY0: return std::isinf(x) && x > 0 ? 0.0 : bessel_y(0, x);
-    case S::BesselY1: return std::isinf(x) && x > 0 ? 0.0 : bessel_y(1, x);
-    case S::ModBesselI0: return eval(S::I0, 0, x);
-    case S::ModBesselI1: return eval(S::I1, 0, x);
-    case S::ModBesselK0: return bessel_k(0, x, false);
-    case S::ModBesselK1: return bessel_k(1, x, false);
-    case S::ScaledModBesselK0: return bessel_k(0, x, true);
-    case S::ScaledModBesselK1: return bessel_k(1, x, true);
+    case S::BesselY0:
+      return std::isinf(x) && x > 0 ? 0.0 : bessel_y(0, x);
+    case S::BesselY1:
+      return std::isinf(x) && x > 0 ? 0.0 : bessel_y(1, x);
+    case S::ModBesselI0:
+      return eval(S::I0, 0, x);
+    case S::ModBesselI1:
+      return eval(S::I1, 0, x);
+    case S::ModBesselK0:
+      return bessel_k(0, x, false);
+    case S::ModBesselK1:
+      return bessel_k(1, x, false);
+    case S::ScaledModBesselK0:
+      return bessel_k(0, x, true);
+    case S::ScaledModBesselK1:
+      return bessel_k(1, x, true);
     case S::SphericalBesselJ0:
       if (std::isinf(x)) return 0.0;
       return x == 0 ? 1.0 : std::sin(x) / x;
-    case S::kNum: break;
+    case S::kNum:
+      break;
   }
   return kNan;
 }
