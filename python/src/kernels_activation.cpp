@@ -128,7 +128,7 @@ Tensor log_sigmoid_backward(const Tensor& grad, const Tensor& self, const Tensor
   LT g = up(grad), x = up(self);
   LT z = x.abs().neg().exp();
   LT frac = z.div(z.add(1.0));
-  LT r = where(x.lt(0), g.mul(Scalar(1.0) - frac.neg()), g.mul(frac));
+  LT r = where(x.lt(0), g.mul(Scalar(1.0) - frac), g.mul(frac));
   return wrap(down(r, grad));
 }
 

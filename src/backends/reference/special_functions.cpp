@@ -3,6 +3,7 @@
 // Bessel functions through the C++17 special math functions.
 #include "backends/reference/special_functions.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -55,7 +56,8 @@ constexpr double kB2kOverFact[] = {1.0 / 12,
 
 // Hurwitz zeta(s, q) = sum_k (q + k)^-s for s > 1, q > 0.
 double hurwitz_zeta(double s, double q) {
-  const int kN = 12;
+  // Sum directly until q + N >= 10 (q may be negative, between poles, for integer s).
+  const int kN = std::max(12, static_cast<int>(std::ceil(10 - q)));
   double sum = 0;
   for (int k = 0; k < kN; ++k) sum += std::pow(q + k, -s);
   double a = q + kN;
@@ -165,7 +167,11 @@ double digamma(double x) {
   }
   // psi(x) ~ log x - 1/2x - sum_k B_2k / (2k x^2k)
   double x2 = 1 / (x * x);
-  double s = x2 * (1.0 / 12 - x2 * (1.0 / 120 - x2 * (1.0 / 252 - x2 * (1.0 / 240 - x2 / 132))));
+  double s = x2 * (1.0 / 12 -
+                   x2 * (1.0 / 120 -
+                         x2 * (1.0 / 252 -
+                               x2 * (1.0 / 240 -
+                                     x2 * (1.0 / 132 - x2 * (691.0 / 32760 - x2 / 12))))));
   return acc + std::log(x) - 0.5 / x - s;
 }
 
@@ -173,7 +179,7 @@ double polygamma(int64_t n, double x) {
   if (n == 0) return digamma(x);
   if (std::isnan(x)) return x;
   if (x <= 0 && x == std::floor(x)) return kInf;  // a pole (torch: inf)
-  if (x < 0) return kNan;  // reflection for n >= 1 is not implemented: NaN, as SciPy's zeta
+  if (x < -1e6) return kNan;  // the direct sum would take too long
   // psi^(n)(x) = (-1)^(n+1) n! zeta(n + 1, x)
   double fact = std::tgamma(static_cast<double>(n) + 1);
   double r = fact * hurwitz_zeta(static_cast<double>(n) + 1, x);
@@ -207,8 +213,11 @@ double eval(ir::Special id, int64_t order, double x) {
       return erfcx(x);
     case S::BesselJ0:
       return std::isinf(x) ? 0.0 : std::cyl_bessel_j(0.0, std::fabs(x));
-    case S::BesselJ1:
-      return std::isinf(x) ? 0.0 : std::copysign(std::cyl_bessel_j(1.0, std::fabs(x)), x);
+    case S::BesselJ1: {  // odd
+      if (std::isinf(x)) return 0.0;
+      double r = std::cyl_bessel_j(1.0, std::fabs(x));
+      return x < 0 ? -r : r;
+    }
     case S::BesselY0:
       return std::isinf(x) && x > 0 ? 0.0 : bessel_y(0, x);
     case S::BesselY1:
