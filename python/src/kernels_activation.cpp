@@ -26,6 +26,8 @@ LT down(const LT& r, const Tensor& like) {
   return r.dtype() == d ? r : r.to(d);
 }
 double dbl(const c10::Scalar& s) { return s.toDouble(); }
+// Eager's hardsigmoid_backward multiplies by 1/6 rounded to float32, in every dtype.
+const double kOneSixthF = static_cast<double>(1.0f / 6.0f);
 
 // Forward ops: functional, in place (where eager has one) and out=.
 #define ACT_FO(NAME, PARAMS, ARGS, EXPR)                             \
@@ -86,7 +88,7 @@ BWD(hardtanh_backward, (, const c10::Scalar& lo, const c10::Scalar& hi),
     where(x.le(to_lz(lo)).logical_or(x.ge(to_lz(hi))), Scalar(0.0), g))
 BWD(hardswish_backward, (),
     where(x.lt(-3.0), Scalar(0.0), where(x.le(3.0), g.mul(x.div(3.0).add(0.5)), g)))
-BWD(hardsigmoid_backward, (), where(x.gt(-3.0).logical_and(x.lt(3.0)), g.div(6.0), Scalar(0.0)))
+BWD(hardsigmoid_backward, (), where(x.gt(-3.0).logical_and(x.lt(3.0)), g.mul(kOneSixthF), Scalar(0.0)))
 BWD(softshrink_backward, (, const c10::Scalar& l),
     where(x.ge(-dbl(l)).logical_and(x.le(dbl(l))), Scalar(0.0), g))
 BWD(hardshrink_backward, (, const c10::Scalar& l),

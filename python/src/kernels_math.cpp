@@ -127,7 +127,14 @@ Tensor& nan_to_num_o(const Tensor& a, optional<double> n, optional<double> p, op
   return math_out(out, nan_to_num_lz(a, n, p, q));
 }
 
+// The zero gradient of sgn/sign (eager's ZeroTensor): an ordinary tensor of zeros here.
+Tensor efficient_zero(c10::IntArrayRef size, optional<at::ScalarType> dtype, optional<at::Layout>,
+                      optional<at::Device>, optional<bool>) {
+  return wrap(lazyx::zeros(to_shape(size), default_dtype(dtype)));
+}
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_efficientzerotensor", LZ_FN(efficient_zero));
 #define REG_FO(NAME)              \
   m.impl(#NAME, LZ_FN(NAME##_f)); \
   m.impl(#NAME ".out", LZ_FN(NAME##_o));

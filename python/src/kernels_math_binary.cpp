@@ -249,15 +249,15 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   REG_S(copysign, ".Scalar", ".Scalar", "Scalar_out")
   REG_S(fmod, ".Scalar", ".Scalar", "Scalar_out")
   REG_S(remainder, ".Scalar", ".Scalar", "Scalar_out")
-  REG_S(bitwise_and, ".Scalar", ".Scalar", "Scalar_out")
-  REG_S(bitwise_or, ".Scalar", ".Scalar", "Scalar_out")
-  REG_S(bitwise_xor, ".Scalar", ".Scalar", "Scalar_out")
   REG_S(xlogy, ".Scalar_Other", ".Scalar_Other", "OutScalar_Other")
 #undef REG_S
-  m.impl("floor_divide.Scalar", LZ_FN(floor_divide_s));
-  m.impl("floor_divide_.Scalar", LZ_FN(floor_divide_si));
+  // bitwise_*.Scalar, bitwise_*_.Scalar and floor_divide(_).Scalar are composite in eager: they
+  // reach the Tensor overloads (a backend kernel would hide their autograd kernel).
   m.impl("remainder.Scalar_Tensor", LZ_FN(remainder_st));
   m.impl("remainder.Scalar_Tensor_out", LZ_FN(remainder_sto));
+  m.impl("bitwise_and.Scalar_out", LZ_FN(bitwise_and_so));
+  m.impl("bitwise_or.Scalar_out", LZ_FN(bitwise_or_so));
+  m.impl("bitwise_xor.Scalar_out", LZ_FN(bitwise_xor_so));
   m.impl("bitwise_and.Scalar_Tensor", LZ_FN(bitwise_and_st));
   m.impl("bitwise_or.Scalar_Tensor", LZ_FN(bitwise_or_st));
   m.impl("bitwise_xor.Scalar_Tensor", LZ_FN(bitwise_xor_st));
