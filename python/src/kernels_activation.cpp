@@ -68,6 +68,11 @@ ACT_FO(hardshrink, (, const c10::Scalar& l), (, l),
 
 LT logit_lz(const Tensor& a, optional<double> eps) {
   LT x = up(a);
+  if (!lazyx::is_floating(x.dtype())) x = x.to(lazyx::kFloat32);  // integers give float32
+  if (!a.is_floating_point()) {
+    if (eps.has_value()) x = x.clamp(*eps, 1.0 - *eps);
+    return x.div(Scalar(1.0) - x).log();
+  }
   if (eps.has_value()) x = x.clamp(*eps, 1.0 - *eps);
   return down(x.div(Scalar(1.0) - x).log(), a);
 }

@@ -82,7 +82,8 @@ double math_f(const backend::Instr& in, double x, double y) {
       return std::atanh(x);
     case Op::SpecialFn:
       return special::eval(static_cast<ir::Special>(in.attrs.i0),
-                           in.attrs.ints.empty() ? 0 : in.attrs.ints[0], x);
+                           in.attrs.ints.empty() ? 0 : in.attrs.ints[0], x,
+                           in.dtype != kFloat64);
     case Op::Atan2:
       return std::atan2(x, y);
     case Op::Hypot:

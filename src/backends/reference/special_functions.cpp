@@ -175,18 +175,33 @@ double digamma(double x) {
   return acc + std::log(x) - 0.5 / x - s;
 }
 
-double polygamma(int64_t n, double x) {
+double polygamma(int64_t n, double x, bool single) {
   if (n == 0) return digamma(x);
   if (std::isnan(x)) return x;
-  if (x <= 0 && x == std::floor(x)) return kInf;  // a pole (torch: inf)
+  if (n == 1 && x < 0.5) {
+    // Reflection, with sin(pi x) in the result's precision as eager computes it, so that the
+    // (meaningless) values at the poles agree too.
+    double s2 = 0;
+    if (single) {
+      float s = std::sin(static_cast<float>(kPi) * static_cast<float>(x));
+      s2 = static_cast<double>(s) * s / (static_cast<double>(static_cast<float>(kPi)) *
+                                         static_cast<float>(kPi));
+    } else {
+      double s = std::sin(kPi * x);
+      s2 = s * s / (kPi * kPi);
+    }
+    return 1.0 / s2 - polygamma(1, 1 - x, single);
+  }
+  // psi^(n)(x) = (-1)^(n+1) n! zeta(n + 1, x); the poles give infinities of that sign.
+  const bool neg = n % 2 == 0;
+  if (x <= 0 && x == std::floor(x)) return neg ? -kInf : kInf;
   if (x < -1e6) return kNan;  // the direct sum would take too long
-  // psi^(n)(x) = (-1)^(n+1) n! zeta(n + 1, x)
   double fact = std::tgamma(static_cast<double>(n) + 1);
   double r = fact * hurwitz_zeta(static_cast<double>(n) + 1, x);
-  return n % 2 ? r : -r;
+  return neg ? -r : r;
 }
 
-double eval(ir::Special id, int64_t order, double x) {
+double eval(ir::Special id, int64_t order, double x, bool single) {
   using S = ir::Special;
   switch (id) {
     case S::Lgamma:
@@ -194,7 +209,7 @@ double eval(ir::Special id, int64_t order, double x) {
     case S::Digamma:
       return digamma(x);
     case S::Polygamma:
-      return polygamma(order, x);
+      return polygamma(order, x, single);
     case S::I0:
       return std::isinf(x) ? kInf : scaled_bessel_i(0, std::fabs(x)) * std::exp(std::fabs(x));
     case S::I0e:
@@ -223,9 +238,9 @@ double eval(ir::Special id, int64_t order, double x) {
     case S::BesselY1:
       return std::isinf(x) && x > 0 ? 0.0 : bessel_y(1, x);
     case S::ModBesselI0:
-      return eval(S::I0, 0, x);
+      return eval(S::I0, 0, x, single);
     case S::ModBesselI1:
-      return eval(S::I1, 0, x);
+      return eval(S::I1, 0, x, single);
     case S::ModBesselK0:
       return bessel_k(0, x, false);
     case S::ModBesselK1:
