@@ -91,8 +91,9 @@ Tensor& logit_o(const Tensor& a, optional<double> eps, Tensor& out) {
 BWD(leaky_relu_backward, (, const c10::Scalar& s, bool), where(x.gt(0), g, g.mul(dbl(s))))
 BWD(hardtanh_backward, (, const c10::Scalar& lo, const c10::Scalar& hi),
     where(x.le(to_lz(lo)).logical_or(x.ge(to_lz(hi))), Scalar(0.0), g))
+// At x = 3 eager's vectorized loop gives grad (its scalar tail grad * 1.5): the former here.
 BWD(hardswish_backward, (),
-    where(x.lt(-3.0), Scalar(0.0), where(x.le(3.0), g.mul(x.div(3.0).add(0.5)), g)))
+    where(x.lt(-3.0), Scalar(0.0), where(x.lt(3.0), g.mul(x.div(3.0).add(0.5)), g)))
 BWD(hardsigmoid_backward, (), where(x.gt(-3.0).logical_and(x.lt(3.0)), g.mul(kOneSixthF), Scalar(0.0)))
 BWD(softshrink_backward, (, const c10::Scalar& l),
     where(x.ge(-dbl(l)).logical_and(x.le(dbl(l))), Scalar(0.0), g))
