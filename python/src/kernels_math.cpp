@@ -5,12 +5,15 @@
 
 #include <torch/library.h>
 
+#include <cmath>
+
 #include "kernels.h"
 
 namespace lazyx_bridge {
 
 using at::Tensor;
 using c10::optional;
+using lazyx::where;
 
 at::Tensor& math_inplace(at::Tensor& self, const LT& r) {
   TORCH_CHECK(c10::canCast(to_at(r.dtype()), self.scalar_type()), "result type ", to_at(r.dtype()),
@@ -127,6 +130,32 @@ Tensor& nan_to_num_o(const Tensor& a, optional<double> n, optional<double> p, op
   return math_out(out, nan_to_num_lz(a, n, p, q));
 }
 
+// fmax/fmin: a NaN operand gives the other one.
+LT fmax_lz(const Tensor& a, const Tensor& b, bool is_max) {
+  LT x = lz(a), y = is_cpu_scalar(b) ? lazyx::full({}, cpu_scalar(b), x.dtype()) : lz(b);
+  LT m = is_max ? lazyx::maximum(x, y) : lazyx::minimum(x, y);
+  if (!lazyx::is_floating(m.dtype())) return m;
+  return where(x.ne(x), y.to(m.dtype()), where(y.ne(y), x.to(m.dtype()), m));
+}
+Tensor fmax_f(const Tensor& a, const Tensor& b) { return wrap(fmax_lz(a, b, true)); }
+Tensor fmin_f(const Tensor& a, const Tensor& b) { return wrap(fmax_lz(a, b, false)); }
+Tensor& fmax_o(const Tensor& a, const Tensor& b, Tensor& out) {
+  return math_out(out, fmax_lz(a, b, true));
+}
+Tensor& fmin_o(const Tensor& a, const Tensor& b, Tensor& out) {
+  return math_out(out, fmax_lz(a, b, false));
+}
+// angle of a real number: pi below zero, else 0 (NaN stays NaN); integers give float32.
+LT angle_lz(const Tensor& a) {
+  LT x = lz(a);
+  if (!lazyx::is_floating(x.dtype())) x = x.to(lazyx::kFloat32);
+  LT r = where(x.lt(0), lazyx::Scalar(M_PI), lazyx::zeros({}, x.dtype()));
+  return where(x.ne(x), x, r);
+}
+Tensor angle_f(const Tensor& a) { return wrap(angle_lz(a)); }
+Tensor& angle_o(const Tensor& a, Tensor& out) { return math_out(out, angle_lz(a)); }
+Tensor& neg_o(const Tensor& a, Tensor& out) { return math_out(out, lz(a).neg()); }
+
 // The zero gradient of sgn/sign (eager's ZeroTensor): an ordinary tensor of zeros here.
 Tensor efficient_zero(c10::IntArrayRef size, optional<at::ScalarType> dtype, optional<at::Layout>,
                       optional<at::Device>, optional<bool>) {
@@ -135,6 +164,13 @@ Tensor efficient_zero(c10::IntArrayRef size, optional<at::ScalarType> dtype, opt
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_efficientzerotensor", LZ_FN(efficient_zero));
+  m.impl("fmax", LZ_FN(fmax_f));
+  m.impl("fmin", LZ_FN(fmin_f));
+  m.impl("fmax.out", LZ_FN(fmax_o));
+  m.impl("fmin.out", LZ_FN(fmin_o));
+  m.impl("angle", LZ_FN(angle_f));
+  m.impl("angle.out", LZ_FN(angle_o));
+  m.impl("neg.out", LZ_FN(neg_o));  // neg and neg_ are in kernels_elementwise.cpp
 #define REG_FO(NAME)              \
   m.impl(#NAME, LZ_FN(NAME##_f)); \
   m.impl(#NAME ".out", LZ_FN(NAME##_o));
