@@ -94,7 +94,8 @@ BWD(hardtanh_backward, (, const c10::Scalar& lo, const c10::Scalar& hi),
 // At x = 3 eager's vectorized loop gives grad (its scalar tail grad * 1.5): the former here.
 BWD(hardswish_backward, (),
     where(x.lt(-3.0), Scalar(0.0), where(x.lt(3.0), g.mul(x.div(3.0).add(0.5)), g)))
-BWD(hardsigmoid_backward, (), where(x.gt(-3.0).logical_and(x.lt(3.0)), g.mul(kOneSixthF), Scalar(0.0)))
+BWD(hardsigmoid_backward, (),
+    where(x.gt(-3.0).logical_and(x.lt(3.0)), g.mul(kOneSixthF), Scalar(0.0)))
 BWD(softshrink_backward, (, const c10::Scalar& l),
     where(x.ge(-dbl(l)).logical_and(x.le(dbl(l))), Scalar(0.0), g))
 BWD(hardshrink_backward, (, const c10::Scalar& l),
@@ -198,8 +199,8 @@ Tensor rrelu_with_noise(const Tensor& a, const Tensor& noise, const c10::Scalar&
                         const c10::Scalar& hi, bool training, optional<at::Generator> gen) {
   return wrap(rrelu_lz(a, noise, lo, hi, training, gen));
 }
-Tensor& rrelu_with_noise_(Tensor& a, const Tensor& noise, const c10::Scalar& lo, const c10::Scalar& hi,
-                          bool training, optional<at::Generator> gen) {
+Tensor& rrelu_with_noise_(Tensor& a, const Tensor& noise, const c10::Scalar& lo,
+                          const c10::Scalar& hi, bool training, optional<at::Generator> gen) {
   return math_inplace(a, rrelu_lz(a, noise, lo, hi, training, gen));
 }
 
@@ -211,8 +212,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   REG_FO(NAME)    \
   m.impl(#NAME "_", LZ_FN(NAME##_i));
   REG(leaky_relu)
-  REG(elu) REG(hardtanh) REG(hardswish) REG(hardsigmoid) REG(mish) REG(threshold) REG(logit)
-      REG_FO(softplus) REG_FO(softshrink) REG_FO(hardshrink)
+  REG(elu)
+  REG(hardtanh) REG(hardswish) REG(hardsigmoid) REG(mish) REG(threshold) REG(logit) REG_FO(softplus)
+      REG_FO(softshrink) REG_FO(hardshrink)
 #undef REG
 #undef REG_FO
       // silu itself and silu_backward are in kernels_elementwise.cpp.

@@ -178,21 +178,19 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   REG_FO(NAME)    \
   m.impl(#NAME "_", LZ_FN(NAME##_i));
   REG(floor)
-  REG(ceil) REG(trunc) REG(round) REG(frac) REG(sign) REG(log1p) REG(expm1) REG(log2) REG(log10)
-      REG(exp2) REG(erf) REG(erfc) REG(erfinv) REG(tan) REG(asin) REG(acos) REG(atan) REG(sinh)
-          REG(cosh) REG(asinh) REG(acosh) REG(atanh) REG(sinc) REG(lgamma) REG(digamma) REG(i0)
-              REG(bitwise_not) REG_FO(signbit) REG_FO(isposinf) REG_FO(isneginf) REG_FO(special_i0e)
-                  REG_FO(special_i1) REG_FO(special_i1e) REG_FO(special_ndtri)
-                      REG_FO(special_log_ndtr) REG_FO(special_erfcx) REG_FO(special_entr)
-                          REG_FO(special_bessel_j0) REG_FO(special_bessel_j1)
-                              REG_FO(special_bessel_y0) REG_FO(special_bessel_y1)
-                                  REG_FO(special_modified_bessel_i0)
-                                      REG_FO(special_modified_bessel_i1)
-                                          REG_FO(special_modified_bessel_k0)
-                                              REG_FO(special_modified_bessel_k1)
-                                                  REG_FO(special_scaled_modified_bessel_k0)
-                                                      REG_FO(special_scaled_modified_bessel_k1)
-                                                          REG_FO(special_spherical_bessel_j0)
+  REG(ceil)
+  REG(trunc) REG(round) REG(frac) REG(sign) REG(log1p) REG(expm1) REG(log2) REG(log10) REG(exp2)
+      REG(erf) REG(erfc) REG(erfinv) REG(tan) REG(asin) REG(acos) REG(atan) REG(sinh) REG(cosh) REG(
+          asinh) REG(acosh) REG(atanh) REG(sinc) REG(lgamma) REG(digamma) REG(i0) REG(bitwise_not)
+          REG_FO(signbit) REG_FO(isposinf) REG_FO(isneginf) REG_FO(special_i0e) REG_FO(special_i1)
+              REG_FO(special_i1e) REG_FO(special_ndtri) REG_FO(special_log_ndtr)
+                  REG_FO(special_erfcx) REG_FO(special_entr) REG_FO(special_bessel_j0)
+                      REG_FO(special_bessel_j1) REG_FO(special_bessel_y0) REG_FO(special_bessel_y1)
+                          REG_FO(special_modified_bessel_i0) REG_FO(special_modified_bessel_i1)
+                              REG_FO(special_modified_bessel_k0) REG_FO(special_modified_bessel_k1)
+                                  REG_FO(special_scaled_modified_bessel_k0)
+                                      REG_FO(special_scaled_modified_bessel_k1)
+                                          REG_FO(special_spherical_bessel_j0)
 #undef REG
 #undef REG_FO
       // sgn is sign for real dtypes; logical_not itself is in kernels_elementwise.cpp.

@@ -280,7 +280,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl(#NAME "_.Scalar", LZ_FN(NAME##_si)); \
   m.impl(#NAME ".Scalar_out", LZ_FN(NAME##_so));
   REG_CMP(eq)
-  REG_CMP(ne) REG_CMP(lt) REG_CMP(le) REG_CMP(gt) REG_CMP(ge)
+  REG_CMP(ne)
+  REG_CMP(lt) REG_CMP(le) REG_CMP(gt) REG_CMP(ge)
 #undef REG_CMP
       m.impl("div.Tensor_mode", LZ_FN(div_tm));
   m.impl("div_.Tensor_mode", LZ_FN(div_tmi));

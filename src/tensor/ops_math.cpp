@@ -45,9 +45,8 @@ Tensor rounding(Op op, const char* name, const Tensor& t) {
 
 enum class Kind { Float, Same, Bitwise, FloatOnly };
 
-Tensor binary(Op op, const char* name, const Tensor& a, const Tensor& b, Kind kind) {
-  LAZYX_LOCK;
-  Arg x = arg(name, a), y = arg(name, b);
+// A host Scalar operand becomes a run-time scalar node: a new value does not recompile.
+Tensor binary_args(Op op, const char* name, const Arg& x, const Arg& y, Kind kind) {
   Dtype rt = promote({x, y});
   if (kind == Kind::Bitwise) {
     if (is_floating(rt)) {
@@ -65,7 +64,19 @@ Tensor binary(Op op, const char* name, const Tensor& a, const Tensor& b, Kind ki
     ir::fail(name, "bool tensors are not supported; convert them to an integer dtype first.");
   }
   Shape shape = ir::broadcast_shapes(name, x.shape(), y.shape());
-  return make_tensor(ir::make_node(op, rt, std::move(shape), {x.node, y.node}));
+  return make_tensor(ir::make_node(op, rt, std::move(shape), {node_of(x, rt), node_of(y, rt)}));
+}
+Tensor binary(Op op, const char* name, const Tensor& a, const Tensor& b, Kind kind) {
+  LAZYX_LOCK;
+  return binary_args(op, name, arg(name, a), arg(name, b), kind);
+}
+Tensor binary(Op op, const char* name, const Tensor& a, Scalar b, Kind kind) {
+  LAZYX_LOCK;
+  return binary_args(op, name, arg(name, a), arg(b), kind);
+}
+Tensor binary(Op op, const char* name, Scalar a, const Tensor& b, Kind kind) {
+  LAZYX_LOCK;
+  return binary_args(op, name, arg(a), arg(name, b), kind);
 }
 
 // A Scalar operand as a 0-d tensor of the dtype the pair promotes to.
@@ -166,8 +177,8 @@ Tensor nan_to_num(const Tensor& x, std::optional<double> nan, std::optional<doub
 
 #define LAZYX_BINARY_NATIVE(fn, OP, KIND)                                                 \
   Tensor fn(const Tensor& a, const Tensor& b) { return binary(Op::OP, #fn, a, b, KIND); } \
-  Tensor fn(const Tensor& a, Scalar b) { return fn(a, lift(a, b)); }                      \
-  Tensor fn(Scalar a, const Tensor& b) { return fn(lift(b, a), b); }
+  Tensor fn(const Tensor& a, Scalar b) { return binary(Op::OP, #fn, a, b, KIND); }        \
+  Tensor fn(Scalar a, const Tensor& b) { return binary(Op::OP, #fn, a, b, KIND); }
 LAZYX_BINARY_NATIVE(atan2, Atan2, Kind::Float)
 LAZYX_BINARY_NATIVE(hypot, Hypot, Kind::Float)
 LAZYX_BINARY_NATIVE(copysign, Copysign, Kind::Float)

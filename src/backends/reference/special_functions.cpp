@@ -167,11 +167,11 @@ double digamma(double x) {
   }
   // psi(x) ~ log x - 1/2x - sum_k B_2k / (2k x^2k)
   double x2 = 1 / (x * x);
-  double s = x2 * (1.0 / 12 -
-                   x2 * (1.0 / 120 -
-                         x2 * (1.0 / 252 -
-                               x2 * (1.0 / 240 -
-                                     x2 * (1.0 / 132 - x2 * (691.0 / 32760 - x2 / 12))))));
+  double s =
+      x2 * (1.0 / 12 -
+            x2 * (1.0 / 120 -
+                  x2 * (1.0 / 252 -
+                        x2 * (1.0 / 240 - x2 * (1.0 / 132 - x2 * (691.0 / 32760 - x2 / 12))))));
   return acc + std::log(x) - 0.5 / x - s;
 }
 
@@ -184,8 +184,8 @@ double polygamma(int64_t n, double x, bool single) {
     double s2 = 0;
     if (single) {
       float s = std::sin(static_cast<float>(kPi) * static_cast<float>(x));
-      s2 = static_cast<double>(s) * s / (static_cast<double>(static_cast<float>(kPi)) *
-                                         static_cast<float>(kPi));
+      s2 = static_cast<double>(s) * s /
+           (static_cast<double>(static_cast<float>(kPi)) * static_cast<float>(kPi));
     } else {
       double s = std::sin(kPi * x);
       s2 = s * s / (kPi * kPi);
