@@ -97,6 +97,38 @@ std::vector<Case> cases() {
       // erf enters through GELU (x/2 erfc(-x/sqrt 2)); below -9 its results are subnormal.
       {"gelu", -9, 20, [](const Tensor& x) { return x.gelu(); },
        [s](double x) { return 0.5 * x * std::erfc(-x * s); }, 4, 3.5},
+      // The math ops with Sleef calls (lazyx/math.h).
+      {"log1p", -0.999f, 1e30f, [](const Tensor& x) { return log1p(x); },
+       [](double x) { return std::log1p(x); }, 4, kOne},
+      {"expm1", -20, 88, [](const Tensor& x) { return expm1(x); },
+       [](double x) { return std::expm1(x); }, 4, kOne},
+      {"log2", 1e-30f, 1e30f, [](const Tensor& x) { return log2(x); },
+       [](double x) { return std::log2(x); }, 4, kOne},
+      {"log10", 1e-30f, 1e30f, [](const Tensor& x) { return log10(x); },
+       [](double x) { return std::log10(x); }, 4, kOne},
+      {"exp2", -126, 127, [](const Tensor& x) { return exp2(x); },
+       [](double x) { return std::exp2(x); }, 4, kOne},
+      // erf: 1.09 ULP just above FLT_MIN (2x/sqrt(pi) rounds twice there).
+      {"erf", -6, 6, [](const Tensor& x) { return erf(x); }, [](double x) { return std::erf(x); },
+       4, 1.1},
+      {"tan", -20, 20, [](const Tensor& x) { return tan(x); }, [](double x) { return std::tan(x); },
+       4, kOne},
+      {"asin", -1, 1, [](const Tensor& x) { return asin(x); },
+       [](double x) { return std::asin(x); }, 4, kOne},
+      {"acos", -1, 1, [](const Tensor& x) { return acos(x); },
+       [](double x) { return std::acos(x); }, 4, kOne},
+      {"atan", -1e6f, 1e6f, [](const Tensor& x) { return atan(x); },
+       [](double x) { return std::atan(x); }, 4, kOne},
+      {"sinh", -88, 88, [](const Tensor& x) { return sinh(x); },
+       [](double x) { return std::sinh(x); }, 4, kOne},
+      {"cosh", -88, 88, [](const Tensor& x) { return cosh(x); },
+       [](double x) { return std::cosh(x); }, 4, kOne},
+      {"asinh", -1e6f, 1e6f, [](const Tensor& x) { return asinh(x); },
+       [](double x) { return std::asinh(x); }, 4, kOne},
+      {"acosh", 1, 1e6f, [](const Tensor& x) { return acosh(x); },
+       [](double x) { return std::acosh(x); }, 4, kOne},
+      {"atanh", -0.999f, 0.999f, [](const Tensor& x) { return atanh(x); },
+       [](double x) { return std::atanh(x); }, 4, kOne},
   };
 }
 

@@ -11,6 +11,7 @@
 #include "lazyx/step.h"
 #include "lazyx/tensor.h"
 // [math ops]
+#include "lazyx/math.h"
 
 // [sort/scan ops]
 

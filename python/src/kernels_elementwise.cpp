@@ -294,12 +294,7 @@ Tensor tanh_backward(const Tensor& grad, const Tensor& out) {
   return wrap(lz(grad).mul(y.mul(y).neg().add(1.0)));
 }
 
-// Sign, NaN test and reciprocal.
-Tensor sign_k(const Tensor& a) {
-  LT x = lz(a);
-  if (x.dtype() == lazyx::kBool) return wrap(x.clone());
-  return wrap(x.gt(0).to(x.dtype()).sub(x.lt(0).to(x.dtype())));
-}
+// NaN test and reciprocal (sign: kernels_math.cpp).
 Tensor isnan_k(const Tensor& a) {
   LT x = lz(a);
   return wrap(x.ne(x));
@@ -392,8 +387,6 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("threshold_backward", LZ_FN(threshold_backward));
   m.impl("sigmoid_backward", LZ_FN(sigmoid_backward));
   m.impl("tanh_backward", LZ_FN(tanh_backward));
-  m.impl("sign", LZ_FN(sign_k));
-  m.impl("sgn", LZ_FN(sign_k));
   m.impl("isnan", LZ_FN(isnan_k));
   m.impl("reciprocal", LZ_FN(reciprocal));
   m.impl("reciprocal_", LZ_FN(reciprocal_));

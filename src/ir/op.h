@@ -42,6 +42,11 @@ enum class Op : uint8_t {
   Broadcast,      // operand 0 of rank attrs.i0
   // Elementwise math beyond the basics (reference: kernels_math.cpp; cpu: codegen).
   // [math ops]
+  Floor, Ceil, Round, Trunc, Log1p, Expm1, Log2, Log10, Exp2, Erf, Erfc, Erfinv, Tan, Asin, Acos,
+  Atan, Sinh, Cosh, Asinh, Acosh, Atanh, BitwiseNot,
+  SpecialFn,  // unary; attrs.i0 = ir::Special id, attrs.ints = {order} where the function has one
+  Atan2, Hypot, Copysign, Fmod, Remainder, FloorDiv, TruncDiv, BitwiseAnd, BitwiseOr, BitwiseXor,
+  Nextafter,
 
   // Sorts, scans and more reductions (reference: kernels_sort_scan.cpp).
   // [sort/scan ops]

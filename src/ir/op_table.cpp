@@ -1,6 +1,7 @@
 #include <array>
 #include <cstddef>
 
+#include "ir/math_ops.h"
 #include "ir/op.h"
 
 namespace lazyx::ir {
@@ -61,6 +62,7 @@ struct Table {
     set(Op::ReduceScatter, "reduce_scatter", F::Collective, false, false, true);
     set(Op::Broadcast, "broadcast", F::Collective, false, true, true);
     // [math ops]
+    for (auto [op, name] : math_op_names()) set(op, name, F::Elementwise, true);
 
     // [sort/scan ops]
 

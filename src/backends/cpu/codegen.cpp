@@ -14,6 +14,7 @@
 #include <numeric>
 
 #include "backends/cpu/codegen_internal.h"
+#include "ir/math_ops.h"
 #include "backends/cpu/persistent_cache.h"
 #include "backends/cpu/thread_pool.h"
 #include "backends/cpu/tiered.h"
@@ -40,6 +41,16 @@
   X(Sleef_##b##_##u)             \
   X(Sleef_##b##f16_##u##avx512f) \
   X(Sleef_##b##d8_##u##avx512f) X(Sleef_##b##f8_##u##avx2) X(Sleef_##b##d4_##u##avx2)
+// The math ops' functions (codegen_math.cpp).
+#define LAZYX_SLEEF_MATH_OPS                                                                 \
+  LAZYX_SLEEF_FN(log1p, u10) LAZYX_SLEEF_FN(expm1, u10) LAZYX_SLEEF_FN(log2, u10)            \
+  LAZYX_SLEEF_FN(log2, u35) LAZYX_SLEEF_FN(log10, u10) LAZYX_SLEEF_FN(exp2, u10)             \
+  LAZYX_SLEEF_FN(exp2, u35) LAZYX_SLEEF_FN(tan, u10) LAZYX_SLEEF_FN(tan, u35)                \
+  LAZYX_SLEEF_FN(asin, u10) LAZYX_SLEEF_FN(asin, u35) LAZYX_SLEEF_FN(acos, u10)              \
+  LAZYX_SLEEF_FN(acos, u35) LAZYX_SLEEF_FN(atan, u10) LAZYX_SLEEF_FN(atan, u35)              \
+  LAZYX_SLEEF_FN(sinh, u10) LAZYX_SLEEF_FN(cosh, u10) LAZYX_SLEEF_FN(asinh, u10)             \
+  LAZYX_SLEEF_FN(acosh, u10) LAZYX_SLEEF_FN(atanh, u10) LAZYX_SLEEF_FN(atan2, u10)           \
+  LAZYX_SLEEF_FN(atan2, u35) LAZYX_SLEEF_FN(hypot, u05) LAZYX_SLEEF_FN(hypot, u35)
 #define LAZYX_SLEEF_ALL                                                           \
   LAZYX_SLEEF_FN(exp, u10)                                                        \
   LAZYX_SLEEF_FN(log, u10)                                                        \
@@ -47,7 +58,7 @@
   LAZYX_SLEEF_FN(erf, u10)                                                        \
   LAZYX_SLEEF_FN(sin, u10) LAZYX_SLEEF_FN(cos, u10) LAZYX_SLEEF_FN(pow, u10)      \
       LAZYX_SLEEF_FN(log, u35) LAZYX_SLEEF_FN(tanh, u35) LAZYX_SLEEF_FN(sin, u35) \
-          LAZYX_SLEEF_FN(cos, u35) LAZYX_SLEEF_FN(erfc, u15)
+          LAZYX_SLEEF_FN(cos, u35) LAZYX_SLEEF_FN(erfc, u15) LAZYX_SLEEF_MATH_OPS
 extern "C" {
 #define X(n) void n();
 LAZYX_SLEEF_ALL
@@ -220,6 +231,7 @@ bool fusable(const LoweredGraph& g, int32_t i) {
            g.instrs[in.inputs[0]].dtype == in.dtype;
   }
   if (ir::op_info(in.op).family != ir::OpFamily::Elementwise) return false;
+  if (ir::is_math_op(in.op)) return math_fusable(g, in);
   const bool rand = in.op == Op::RandUniform || in.op == Op::RandNormal || in.op == Op::RandInt;
   if (!f16_ok(in.dtype)) return false;
   for (int32_t c : in.inputs) {

@@ -91,7 +91,13 @@ inline Dtype domain_of(const LoweredGraph& g, const Instr& in) {
   return in.dtype;
 }
 
-enum class Math { Exp, Log, Tanh, Erf, Erfc, Sin, Cos, Pow };
+enum class Math {
+  Exp, Log, Tanh, Erf, Erfc, Sin, Cos, Pow,
+  // The math ops (codegen_math.cpp).
+  Log1p, Expm1, Log2, Log10, Exp2, Tan, Asin, Acos, Atan, Sinh, Cosh, Asinh, Acosh, Atanh, Atan2,
+  Hypot,
+};
+const char* math_op_base(Math m);
 inline const char* math_base(Math m) {
   switch (m) {
     case Math::Exp:
@@ -110,15 +116,26 @@ inline const char* math_base(Math m) {
       return "cos";
     case Math::Pow:
       return "pow";
+    default:
+      return math_op_base(m);
   }
-  return "";
 }
 // Sleef's accuracy suffix: 3.5 ULP in the fast mode where Sleef has it, else 1 (erfc: 1.5).
+bool math_op_has_u35(Math m);
 inline const char* math_ulp(Math m, MathMode mode) {
   if (m == Math::Erfc) return "u15";
-  const bool has_u35 = m == Math::Log || m == Math::Tanh || m == Math::Sin || m == Math::Cos;
+  if (m == Math::Hypot) return mode == MathMode::Fast ? "u35" : "u05";
+  const bool has_u35 = m == Math::Log || m == Math::Tanh || m == Math::Sin || m == Math::Cos ||
+                       math_op_has_u35(m);
   return mode == MathMode::Fast && has_u35 ? "u35" : "u10";
 }
+
+struct Gen;
+// The math ops (ir::is_math_op) in a fused loop: whether the generator handles `in`, and its
+// value from the operands converted to `ct`.
+bool math_fusable(const LoweredGraph& g, const Instr& in);
+llvm::Value* emit_math(Gen& gen, const Instr& in, const std::vector<llvm::Value*>& x,
+                       llvm::Type* ct);
 
 struct Gen {
   Jit& jit;
@@ -594,7 +611,8 @@ struct Gen {
           r = b.CreateFCmpOGE(x[0], x[1]);
           break;
         default:
-          unsupported("no floating-point kernel");
+          r = emit_math(*this, in, x, ct);
+          if (!r) unsupported("no floating-point kernel");
       }
     } else {
       switch (op) {
@@ -644,7 +662,8 @@ struct Gen {
           r = b.CreateICmpSGE(x[0], x[1]);
           break;
         default:
-          unsupported(std::string("no integer kernel for dtype ") + dtype_name(dom));
+          r = emit_math(*this, in, x, ct);
+          if (!r) unsupported(std::string("no integer kernel for dtype ") + dtype_name(dom));
       }
     }
     return to_dtype(r, in.dtype);

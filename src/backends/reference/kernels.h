@@ -34,6 +34,9 @@ void run_matmul(const backend::Instr& in, const Val& a, const Val& b, const Val&
 void run_cat(const backend::Instr& in, const std::vector<const Val*>& args, const Val& out);
 void run_index(const backend::Instr& in, const std::vector<const Val*>& args, const Val& out);
 // [math ops]
+// One element of a math op (ir::is_math_op) in the float (double) or integer (int64) domain.
+double math_f(const backend::Instr& in, double x, double y);
+int64_t math_i(const backend::Instr& in, int64_t x, int64_t y);
 
 // [sort/scan ops]
 

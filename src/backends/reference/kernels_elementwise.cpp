@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "backends/reference/kernels.h"
+#include "ir/math_ops.h"
 #include "ir/random.h"
 #include "ir/shape_infer.h"
 
@@ -337,7 +338,9 @@ void run_elementwise(const backend::Instr& in, const std::vector<const Val*>& ar
           case Op::LogicalAnd: r = (x[k] != 0) && (y[k] != 0); break;
           case Op::LogicalOr: r = (x[k] != 0) || (y[k] != 0); break;
           case Op::Where: r = cond[k] != 0 ? y[k] : z[k]; break;
-          default: r = compare(op, x[k], y[k]); break;
+          default:
+            r = ir::is_math_op(op) ? math_f(in, x[k], y ? y[k] : 0.0) : compare(op, x[k], y[k]);
+            break;
         }
         rf[k] = r;
       }
@@ -367,7 +370,9 @@ void run_elementwise(const backend::Instr& in, const std::vector<const Val*>& ar
           case Op::Minimum: r = std::min(x[k], y[k]); break;
           case Op::Where: r = cond[k] != 0 ? y[k] : z[k]; break;
           default:
-            if (is_compare(op)) {
+            if (ir::is_math_op(op)) {
+              r = math_i(in, x[k], y ? y[k] : 0);
+            } else if (is_compare(op)) {
               r = compare(op, x[k], y[k]);
             } else {
               ir::fail(ir::op_name(op), std::string("internal: no integer kernel for dtype ") +

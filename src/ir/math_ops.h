@@ -1,0 +1,47 @@
+// The elementwise math ops beyond the basics: their names, and the ids of SpecialFn.
+#pragma once
+
+#include <utility>
+#include <vector>
+
+#include "ir/op.h"
+
+namespace lazyx::ir {
+
+// The math ops form one contiguous range of the enum, from Floor to Nextafter.
+inline bool is_math_op(Op op) { return op >= Op::Floor && op <= Op::Nextafter; }
+inline bool is_math_binary(Op op) { return op >= Op::Atan2 && op <= Op::Nextafter; }
+inline bool is_bitwise(Op op) {
+  return op == Op::BitwiseNot || op == Op::BitwiseAnd || op == Op::BitwiseOr ||
+         op == Op::BitwiseXor;
+}
+
+const std::vector<std::pair<Op, const char*>>& math_op_names();
+
+// SpecialFn's functions (attrs.i0), computed per element in double by scalar code.
+enum class Special : int64_t {
+  Lgamma,
+  Digamma,
+  Polygamma,
+  I0,
+  I0e,
+  I1,
+  I1e,
+  Ndtri,
+  LogNdtr,
+  Erfcx,
+  BesselJ0,
+  BesselJ1,
+  BesselY0,
+  BesselY1,
+  ModBesselI0,
+  ModBesselI1,
+  ModBesselK0,
+  ModBesselK1,
+  ScaledModBesselK0,
+  ScaledModBesselK1,
+  SphericalBesselJ0,
+  kNum,
+};
+
+}  // namespace lazyx::ir
