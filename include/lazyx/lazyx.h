@@ -13,6 +13,7 @@
 // [math ops]
 
 // [sort/scan ops]
+#include "lazyx/sort.h"
 
 // [conv ops]
 

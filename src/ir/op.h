@@ -45,6 +45,11 @@ enum class Op : uint8_t {
 
   // Sorts, scans and more reductions (reference: kernels_sort_scan.cpp).
   // [sort/scan ops]
+  // Stable argsort of operand 0 along attrs.i0 (int64 indices); attrs.flag = descending. NaN
+  // sorts as the largest value.
+  Sort,
+  // Inclusive scan along attrs.i0; attrs.ints[0] = ScanKind (sort_scan.h).
+  Scan,
 
   // Convolutions (reference: kernels_conv.cpp; cpu: oneDNN, dnnl_conv.cpp).
   // [conv ops]

@@ -63,6 +63,8 @@ struct Table {
     // [math ops]
 
     // [sort/scan ops]
+    set(Op::Sort, "sort", F::Other);
+    set(Op::Scan, "scan", F::Other);
 
     // [conv ops]
 

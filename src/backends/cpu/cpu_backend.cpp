@@ -268,6 +268,8 @@ class CpuBackend : public backend::Backend {
       // [math ops]
 
       // [sort/scan ops]
+      case Op::Sort: reference::run_sort(in, *a[0], out); return;
+      case Op::Scan: reference::run_scan(in, *a[0], out); return;
 
       // [conv ops]
 

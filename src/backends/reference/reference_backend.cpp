@@ -348,6 +348,8 @@ class ReferenceBackend : public backend::Backend {
       // [math ops]
 
       // [sort/scan ops]
+      case Op::Sort: run_sort(in, *a[0], out); return;
+      case Op::Scan: run_scan(in, *a[0], out); return;
 
       // [conv ops]
 

@@ -1,0 +1,3 @@
+#include <torch/library.h>
+
+#include "kernels.h"

@@ -1,0 +1,148 @@
+// Sort (stable argsort) and Scan, as plain loops along one dim in double or int64.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "backends/reference/kernels.h"
+#include "lazyx/sort.h"
+
+namespace lazyx::reference {
+
+namespace {
+
+// The lines along `dim`: outer * inner lines of n elements, `inner` apart.
+struct Lines {
+  int64_t outer = 1, n = 1, inner = 1;
+};
+
+Lines lines_of(const Shape& shape, int64_t dim) {
+  Lines l;
+  if (shape.empty()) return l;
+  for (int64_t d = 0; d < dim; ++d) l.outer *= shape[d];
+  l.n = shape[dim];
+  for (size_t d = dim + 1; d < shape.size(); ++d) l.inner *= shape[d];
+  return l;
+}
+
+template <typename F>
+void for_each_line(const Lines& l, F f) {
+  for (int64_t o = 0; o < l.outer; ++o) {
+    for (int64_t i = 0; i < l.inner; ++i) f(o * l.n * l.inner + i);
+  }
+}
+
+template <typename T>
+void sort_line(std::vector<T>& v, std::vector<int64_t>& idx, bool desc) {
+  std::iota(idx.begin(), idx.end(), 0);
+  auto isnan_ = [](T x) { return x != x; };
+  std::stable_sort(idx.begin(), idx.end(), [&](int64_t a, int64_t b) {
+    const T x = v[a], y = v[b];
+    if (desc) return isnan_(x) ? !isnan_(y) : (!isnan_(y) && x > y);
+    return !isnan_(x) && (isnan_(y) || x < y);
+  });
+}
+
+}  // namespace
+
+void run_sort(const backend::Instr& in, const Val& src, const Val& out) {
+  const Lines l = lines_of(src.shape, in.attrs.i0);
+  const bool fl = float_domain(src.dtype), desc = in.attrs.flag;
+  std::vector<double> vf(fl ? l.n : 0);
+  std::vector<int64_t> vi(fl ? 0 : l.n), idx(l.n);
+  for_each_line(l, [&](int64_t base) {
+    for (int64_t k = 0; k < l.n; ++k) {
+      if (fl) vf[k] = get_f(src, base + k * l.inner);
+      else vi[k] = get_i(src, base + k * l.inner);
+    }
+    if (fl) sort_line(vf, idx, desc);
+    else sort_line(vi, idx, desc);
+    for (int64_t k = 0; k < l.n; ++k) set_i(out, base + k * l.inner, idx[k]);
+  });
+}
+
+namespace {
+
+double log_add_exp(double a, double b) {
+  if (std::isnan(a) || std::isnan(b)) return NAN;
+  const double m = std::max(a, b);
+  if (std::isinf(m) && m < 0) return m;
+  if (std::isinf(m)) return m;
+  return m + std::log1p(std::exp(-std::fabs(a - b)));
+}
+
+// Running max/min value and its index, as PyTorch: a NaN always takes over, then stays.
+template <typename T>
+void extreme_line(const std::vector<T>& v, bool max, std::vector<T>& val,
+                  std::vector<int64_t>& arg) {
+  auto isnan_ = [](T x) { return x != x; };
+  T cur = v[0];
+  int64_t at = 0;
+  for (size_t k = 0; k < v.size(); ++k) {
+    const T x = v[k];
+    if (isnan_(x) || (!isnan_(cur) && (max ? x >= cur : x <= cur))) {
+      cur = x;
+      at = static_cast<int64_t>(k);
+    }
+    val[k] = cur;
+    arg[k] = at;
+  }
+}
+
+void scan_float(ScanKind kind, std::vector<double>& v) {
+  for (size_t k = 1; k < v.size(); ++k) {
+    switch (kind) {
+      case ScanKind::Sum: v[k] += v[k - 1]; break;
+      case ScanKind::Prod: v[k] *= v[k - 1]; break;
+      default: v[k] = log_add_exp(v[k - 1], v[k]); break;
+    }
+  }
+}
+
+void scan_int(ScanKind kind, std::vector<int64_t>& v) {
+  for (size_t k = 1; k < v.size(); ++k) {
+    const auto a = static_cast<uint64_t>(v[k - 1]), b = static_cast<uint64_t>(v[k]);
+    v[k] = static_cast<int64_t>(kind == ScanKind::Sum ? a + b : a * b);  // wraps as eager
+  }
+}
+
+template <typename T>
+void scan_line(ScanKind kind, std::vector<T>& v, std::vector<int64_t>& arg) {
+  if (v.empty()) return;
+  const bool is_max = kind == ScanKind::Max || kind == ScanKind::ArgMax;
+  if (kind == ScanKind::Sum || kind == ScanKind::Prod || kind == ScanKind::LogSumExp) {
+    if constexpr (std::is_same_v<T, double>) scan_float(kind, v);
+    else scan_int(kind, v);
+    return;
+  }
+  std::vector<T> val(v.size());
+  extreme_line(v, is_max, val, arg);
+  v = val;
+}
+
+}  // namespace
+
+void run_scan(const backend::Instr& in, const Val& src, const Val& out) {
+  const Lines l = lines_of(src.shape, in.attrs.i0);
+  const auto kind = static_cast<ScanKind>(in.attrs.ints.at(0));
+  const bool want_arg = kind == ScanKind::ArgMax || kind == ScanKind::ArgMin;
+  const bool fl = float_domain(src.dtype) || kind == ScanKind::LogSumExp;
+  std::vector<double> vf(fl ? l.n : 0);
+  std::vector<int64_t> vi(fl ? 0 : l.n), arg(l.n);
+  for_each_line(l, [&](int64_t base) {
+    for (int64_t k = 0; k < l.n; ++k) {
+      if (fl) vf[k] = get_f(src, base + k * l.inner);
+      else vi[k] = get_i(src, base + k * l.inner);
+    }
+    if (fl) scan_line(kind, vf, arg);
+    else scan_line(kind, vi, arg);
+    for (int64_t k = 0; k < l.n; ++k) {
+      const int64_t o = base + k * l.inner;
+      if (want_arg) set_i(out, o, arg[k]);
+      else if (fl) set_f(out, o, vf[k]);
+      else set_i(out, o, vi[k]);
+    }
+  });
+}
+
+}  // namespace lazyx::reference
