@@ -83,10 +83,18 @@ TEST_P(SortScan, SortValuesIntBoolZeroDimEmpty) {
 }
 
 TEST_P(SortScan, TopkAndKthvalue) {
-  Tensor x = tensor<float>({4, 1, 4, 7, -1, 0}, {6});
+  Tensor x = tensor<float>({4, 1, 5, 7, -1, 0}, {6});
   auto [v, i] = topk(x, 3);
-  EXPECT_EQ(v.to_vector<float>(), (std::vector<float>{7, 4, 4}));
-  EXPECT_EQ(i.to_vector<int64_t>(), (std::vector<int64_t>{3, 0, 2}));
+  EXPECT_EQ(v.to_vector<float>(), (std::vector<float>{7, 5, 4}));
+  EXPECT_EQ(i.to_vector<int64_t>(), (std::vector<int64_t>{3, 2, 0}));
+  // Ties: the values are determined, the indices are a set of positions holding them.
+  auto [tv, ti] = topk(tensor<float>({2, 9, 2, 2, 9}, {5}), 3);
+  EXPECT_EQ(tv.to_vector<float>(), (std::vector<float>{9, 9, 2}));
+  std::vector<int64_t> tis = ti.to_vector<int64_t>();
+  std::sort(tis.begin(), tis.begin() + 2);
+  EXPECT_EQ(tis[0], 1);
+  EXPECT_EQ(tis[1], 4);
+  EXPECT_TRUE(tis[2] == 0 || tis[2] == 2 || tis[2] == 3);
   auto [sv, si] = topk(x, 2, 0, false);
   EXPECT_EQ(sv.to_vector<float>(), (std::vector<float>{-1, 0}));
   EXPECT_EQ(si.to_vector<int64_t>(), (std::vector<int64_t>{4, 5}));

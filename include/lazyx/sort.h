@@ -20,12 +20,21 @@ enum class ScanKind : int64_t {
   ArgMin = 6,
 };
 
-// Stable sort along `dim`; NaN sorts as the largest value (as PyTorch). Indices are int64.
-Tensor argsort(const Tensor& x, int64_t dim = -1, bool descending = false);
-std::pair<Tensor, Tensor> sort(const Tensor& x, int64_t dim = -1, bool descending = false);
-// The k largest (smallest) along `dim`, in sorted order; ties keep the lower index first.
+// How Sort orders equal values (the IR op Sort keeps it in attrs.ints[0], k in ints[1]).
+// Stable keeps their input order. The others reproduce the tie order of PyTorch's CPU kernels
+// (the same libstdc++ algorithms), so results match eager exactly: EagerUnstable is sort with
+// stable=False, EagerTopk orders the first k as topk does, EagerKth puts the k-th (1-based)
+// smallest at position k - 1 as kthvalue does; other positions are unspecified.
+enum class SortMode : int64_t { Stable = 0, EagerUnstable = 1, EagerTopk = 2, EagerKth = 3 };
+
+// Sort along `dim`; NaN sorts as the largest value (as PyTorch). Indices are int64.
+Tensor argsort(const Tensor& x, int64_t dim = -1, bool descending = false,
+               SortMode mode = SortMode::Stable, int64_t k = 0);
+std::pair<Tensor, Tensor> sort(const Tensor& x, int64_t dim = -1, bool descending = false,
+                               bool stable = true);
+// The k largest (smallest) along `dim`, in sorted order; ties as eager's topk.
 std::pair<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim = -1, bool largest = true);
-// The k-th smallest (1-based) along `dim`.
+// The k-th smallest (1-based) along `dim`; ties as eager's kthvalue.
 std::pair<Tensor, Tensor> kthvalue(const Tensor& x, int64_t k, int64_t dim = -1,
                                    bool keepdim = false);
 

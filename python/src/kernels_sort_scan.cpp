@@ -102,17 +102,19 @@ void cummin_helper(const Tensor& s, Tensor& values, Tensor& indices, int64_t dim
   write_two(values, indices, v, i);
 }
 
-// Sorts: always stable (stable=False allows any order of ties; this one is eager's).
-TT sort_stable(const Tensor& s, optional<bool>, int64_t dim, bool desc) {
-  auto [v, i] = lazyx::sort(lz(s), wrap_dim(dim, s.dim()), desc);
+// Sorts: ties in eager's order (stable, or std::sort's order for stable=False).
+TT sort_stable(const Tensor& s, optional<bool> stable, int64_t dim, bool desc) {
+  auto [v, i] = lazyx::sort(lz(s), wrap_dim(dim, s.dim()), desc, stable.value_or(false));
   return {wrap(v), wrap(i)};
 }
-TTr sort_out(const Tensor& s, optional<bool>, int64_t dim, bool desc, Tensor& v, Tensor& i) {
-  auto [a, b] = lazyx::sort(lz(s), wrap_dim(dim, s.dim()), desc);
+TTr sort_out(const Tensor& s, optional<bool> stable, int64_t dim, bool desc, Tensor& v,
+             Tensor& i) {
+  auto [a, b] = lazyx::sort(lz(s), wrap_dim(dim, s.dim()), desc, stable.value_or(false));
   return write_two(v, i, a, b);
 }
-Tensor argsort_stable(const Tensor& s, bool, int64_t dim, bool desc) {
-  return wrap(lazyx::argsort(lz(s), wrap_dim(dim, s.dim()), desc));
+Tensor argsort_stable(const Tensor& s, bool stable, int64_t dim, bool desc) {
+  return wrap(lazyx::argsort(lz(s), wrap_dim(dim, s.dim()), desc,
+                             stable ? lazyx::SortMode::Stable : lazyx::SortMode::EagerUnstable));
 }
 TT topk(const Tensor& s, int64_t k, int64_t dim, bool largest, bool) {
   auto [v, i] = lazyx::topk(lz(s), k, wrap_dim(dim, s.dim()), largest);

@@ -24,17 +24,18 @@ Dtype int_to_int64(Dtype d, std::optional<Dtype> want) {
 
 }  // namespace
 
-Tensor argsort(const Tensor& x, int64_t dim, bool descending) {
+Tensor argsort(const Tensor& x, int64_t dim, bool descending, SortMode mode, int64_t k) {
   EngineLock lock(engine_mutex());
   const TensorImpl& i = impl_of("sort", x);
   ir::Attrs a;
   a.i0 = ir::wrap_dim("sort", dim, static_cast<int64_t>(i.sizes().size()));
   a.flag = descending;
+  a.ints = {static_cast<int64_t>(mode), k};
   return make_tensor(ir::make_node(Op::Sort, kInt64, i.sizes(), {i.value("sort")}, a));
 }
 
-std::pair<Tensor, Tensor> sort(const Tensor& x, int64_t dim, bool descending) {
-  Tensor idx = argsort(x, dim, descending);
+std::pair<Tensor, Tensor> sort(const Tensor& x, int64_t dim, bool descending, bool stable) {
+  Tensor idx = argsort(x, dim, descending, stable ? SortMode::Stable : SortMode::EagerUnstable);
   if (x.dim() == 0) return {x.clone(), idx};
   return {x.gather(dim, idx), idx};
 }
@@ -46,7 +47,7 @@ std::pair<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim, bool lar
     ir::fail("topk", "k = " + std::to_string(k) + " is out of range for a dimension of size " +
                          std::to_string(n) + "; pick 0 <= k <= " + std::to_string(n) + ".");
   }
-  Tensor idx = argsort(x, d, largest);
+  Tensor idx = argsort(x, d, largest, SortMode::EagerTopk, k);
   if (x.dim() == 0) return {x.clone(), idx};
   idx = idx.narrow(d, 0, k).contiguous();
   return {x.gather(d, idx), idx};
@@ -60,7 +61,7 @@ std::pair<Tensor, Tensor> kthvalue(const Tensor& x, int64_t k, int64_t dim, bool
                              std::to_string(n) + "; pick 1 <= k <= " + std::to_string(n) + ".");
   }
   if (x.dim() == 0) return {x.clone(), zeros({}, kInt64)};
-  Tensor idx = argsort(x, d, false).narrow(d, k - 1, 1).contiguous();
+  Tensor idx = argsort(x, d, false, SortMode::EagerKth, k).narrow(d, k - 1, 1).contiguous();
   Tensor val = x.gather(d, idx);
   if (!keepdim) return {val.squeeze(d), idx.squeeze(d)};
   return {val, idx};

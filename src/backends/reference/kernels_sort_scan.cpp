@@ -32,15 +32,65 @@ void for_each_line(const Lines& l, F f) {
   }
 }
 
+// Eager's comparators (NaN largest): "a goes before b".
 template <typename T>
-void sort_line(std::vector<T>& v, std::vector<int64_t>& idx, bool desc) {
-  std::iota(idx.begin(), idx.end(), 0);
-  auto isnan_ = [](T x) { return x != x; };
-  std::stable_sort(idx.begin(), idx.end(), [&](int64_t a, int64_t b) {
-    const T x = v[a], y = v[b];
-    if (desc) return isnan_(x) ? !isnan_(y) : (!isnan_(y) && x > y);
-    return !isnan_(x) && (isnan_(y) || x < y);
-  });
+bool before(T a, T b, bool desc) {
+  const bool na = a != a, nb = b != b;
+  return desc ? ((na && !nb) || a > b) : ((!na && nb) || a < b);
+}
+
+// Quickselect of the k-th element (Sedgewick's partition, as eager's kthvalue).
+template <typename T>
+void quick_select(std::vector<std::pair<T, int64_t>>& q, int64_t k) {
+  auto gt = [](T x, T y) { return before(x, y, true); };
+  int64_t L = 0, R = static_cast<int64_t>(q.size()) - 1;
+  while (R > L) {
+    if (R == L + 1) {
+      if (gt(q[L].first, q[R].first)) std::swap(q[L], q[R]);
+      return;
+    }
+    std::swap(q[(L + R) >> 1], q[L + 1]);
+    if (gt(q[L + 1].first, q[R].first)) std::swap(q[L + 1], q[R]);
+    if (gt(q[L].first, q[R].first)) std::swap(q[L], q[R]);
+    if (gt(q[L + 1].first, q[L].first)) std::swap(q[L + 1], q[L]);
+    int64_t i = L + 1, j = R;
+    const T piv = q[L].first;
+    while (true) {
+      do ++i; while (gt(piv, q[i].first));
+      do --j; while (gt(q[j].first, piv));
+      if (j < i) break;
+      std::swap(q[i], q[j]);
+    }
+    std::swap(q[L], q[j]);
+    if (j <= k) L = i;
+    if (j >= k) R = j - 1;
+  }
+}
+
+// Orders one line as the mode asks (lazyx::SortMode); ties go the way eager's CPU kernels
+// send them.
+template <typename T>
+void sort_line(const std::vector<T>& v, std::vector<int64_t>& idx, bool desc, int64_t mode,
+               int64_t k) {
+  const int64_t n = static_cast<int64_t>(v.size());
+  std::vector<std::pair<T, int64_t>> q(n);
+  for (int64_t j = 0; j < n; ++j) q[j] = {v[j], j};
+  auto cmp = [desc](const std::pair<T, int64_t>& a, const std::pair<T, int64_t>& b) {
+    return before(a.first, b.first, desc);
+  };
+  if (mode == 0) {
+    std::stable_sort(q.begin(), q.end(), cmp);
+  } else if (mode == 1) {
+    std::sort(q.begin(), q.end(), cmp);
+  } else if (mode == 2 && k > 0 && k * 64 <= n) {
+    std::partial_sort(q.begin(), q.begin() + k, q.end(), cmp);
+  } else if (mode == 2 && k > 0) {
+    std::nth_element(q.begin(), q.begin() + k - 1, q.end(), cmp);
+    std::sort(q.begin(), q.begin() + k - 1, cmp);
+  } else if (mode == 3 && k > 0) {
+    quick_select(q, k - 1);
+  }
+  for (int64_t j = 0; j < n; ++j) idx[j] = q[j].second;
 }
 
 }  // namespace
@@ -48,16 +98,18 @@ void sort_line(std::vector<T>& v, std::vector<int64_t>& idx, bool desc) {
 void run_sort(const backend::Instr& in, const Val& src, const Val& out) {
   const Lines l = lines_of(src.shape, in.attrs.i0);
   const bool fl = float_domain(src.dtype), desc = in.attrs.flag;
+  const int64_t mode = in.attrs.ints.empty() ? 0 : in.attrs.ints[0];
+  const int64_t k = in.attrs.ints.size() > 1 ? in.attrs.ints[1] : 0;
   std::vector<double> vf(fl ? l.n : 0);
   std::vector<int64_t> vi(fl ? 0 : l.n), idx(l.n);
   for_each_line(l, [&](int64_t base) {
-    for (int64_t k = 0; k < l.n; ++k) {
-      if (fl) vf[k] = get_f(src, base + k * l.inner);
-      else vi[k] = get_i(src, base + k * l.inner);
+    for (int64_t j = 0; j < l.n; ++j) {
+      if (fl) vf[j] = get_f(src, base + j * l.inner);
+      else vi[j] = get_i(src, base + j * l.inner);
     }
-    if (fl) sort_line(vf, idx, desc);
-    else sort_line(vi, idx, desc);
-    for (int64_t k = 0; k < l.n; ++k) set_i(out, base + k * l.inner, idx[k]);
+    if (fl) sort_line(vf, idx, desc, mode, k);
+    else sort_line(vi, idx, desc, mode, k);
+    for (int64_t j = 0; j < l.n; ++j) set_i(out, base + j * l.inner, idx[j]);
   });
 }
 
