@@ -16,7 +16,11 @@ using lazyx::Shape;
 namespace {
 
 // beta * self + alpha * prod; beta == 0 ignores self (NaN included), as eager.
-LT add_scaled(const Tensor& self, const LT& prod, const c10::Scalar& beta, const c10::Scalar& alpha) {
+LT add_scaled(const Tensor& self, const LT& prod, c10::Scalar beta, c10::Scalar alpha) {
+  if (!lazyx::is_floating(prod.dtype())) {  // integer inputs take integer scalars, as eager
+    beta = c10::Scalar(beta.toLong());
+    alpha = c10::Scalar(alpha.toLong());
+  }
   LT p = is_one(alpha) ? prod : prod.mul(to_lz(alpha));
   if (beta.toDouble() == 0.0) return p.expand(p.shape()).contiguous();
   LT s = lz(self);
@@ -27,7 +31,10 @@ Tensor addmv_k(const Tensor& self, const Tensor& mat, const Tensor& vec, const c
              const c10::Scalar& alpha) {
   TORCH_CHECK(mat.dim() == 2 && vec.dim() == 1, "[addmv] expected a matrix and a vector, got ",
               mat.dim(), "-D and ", vec.dim(), "-D.");
-  LT r = add_scaled(self, lz(mat).matmul(lz(vec).unsqueeze(1)).squeeze(1), beta, alpha);
+  LT m = lz(mat), v = lz(vec);
+  LT mv = lazyx::is_floating(m.dtype()) ? m.matmul(v.unsqueeze(1)).squeeze(1)
+                                        : m.mul(v.unsqueeze(0)).sum({1}).to(m.dtype());
+  LT r = add_scaled(self, mv, beta, alpha);
   return wrap(r.expand({mat.size(0)}).contiguous());
 }
 Tensor& addmv_out(const Tensor& self, const Tensor& mat, const Tensor& vec,
@@ -43,8 +50,19 @@ Tensor& addmv_(Tensor& self, const Tensor& mat, const Tensor& vec, const c10::Sc
 Tensor addbmm_k(const Tensor& self, const Tensor& b1, const Tensor& b2, const c10::Scalar& beta,
               const c10::Scalar& alpha) {
   TORCH_CHECK(b1.dim() == 3 && b2.dim() == 3, "[addbmm] batch1 and batch2 must be 3-D.");
-  LT prod = lz(b1).bmm(lz(b2)).sum({0});
-  return wrap(add_scaled(self, prod, beta, alpha).expand({b1.size(1), b2.size(2)}).contiguous());
+  LT x = lz(b1), y = lz(b2);
+  const Shape out{b1.size(1), b2.size(2)};
+  if (!lazyx::is_floating(x.dtype())) {
+    LT prod = x.unsqueeze(-1).mul(y.unsqueeze(1)).sum({0, 2}).to(x.dtype());
+    return wrap(add_scaled(self, prod, beta, alpha).expand(out).contiguous());
+  }
+  if (lazyx::dtype_size(x.dtype()) == 2) {
+    // Eager's 16-bit CPU gemm rounds partial sums in a way not reproduced here: run on CPU.
+    lazyx::metrics::add_counter("aten::addbmm");
+    return to_device(at::addbmm(to_cpu(self), to_cpu(b1), to_cpu(b2), beta, alpha));
+  }
+  LT prod = x.bmm(y).sum({0});
+  return wrap(add_scaled(self, prod, beta, alpha).expand(out).contiguous());
 }
 Tensor& addbmm_out(const Tensor& self, const Tensor& b1, const Tensor& b2,
                    const c10::Scalar& beta, const c10::Scalar& alpha, Tensor& out) {
