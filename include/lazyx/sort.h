@@ -52,6 +52,12 @@ Tensor prod(const Tensor& x, int64_t dim, bool keepdim = false,
             std::optional<Dtype> dtype = std::nullopt);
 Tensor argmin(const Tensor& x, std::optional<int64_t> dim = std::nullopt, bool keepdim = false);
 
+// scatter_reduce: src combined into a copy of x at index along dim (index and src as
+// scatter's). Without include_self the first value scattered to a position replaces x there.
+enum class ScatterKind : int64_t { Prod = 0, Amax = 1, Amin = 2 };
+Tensor scatter_reduce(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src,
+                      ScatterKind kind, bool include_self = true);
+
 // Triangles of the last two dims (the rest zero), and reversal along dims.
 Tensor tril(const Tensor& x, int64_t diagonal = 0);
 Tensor triu(const Tensor& x, int64_t diagonal = 0);

@@ -32,8 +32,9 @@ Tensor& scatter_v_(Tensor& self, int64_t dim, const Tensor& index, const c10::Sc
   return self;
 }
 
-// Reductions of scatter and scatter_reduce. sum and mean are native (scatter_add); the others
-// (prod, amax, amin; multiply) run on CPU, counted like the fallback.
+// Reductions of scatter, scatter_reduce and index_reduce: sum and mean through scatter_add,
+// prod/amax/amin through the ScatterReduce op. Integer means (eager floor-divides) run on CPU,
+// counted like the fallback.
 LT scatter_sum(const Tensor& self, int64_t d, const LT& idx, const LT& src, bool include_self) {
   LT x = v1(lz(self));
   if (!include_self) x = x.scatter(d, idx, lazyx::zeros(idx.shape(), x.dtype()));
@@ -44,6 +45,12 @@ Tensor cpu_scatter_reduce(const Tensor& self, int64_t dim, const Tensor& index, 
   lazyx::metrics::add_counter("aten::scatter_reduce");
   return to_device(at::scatter_reduce(to_cpu(self), dim, to_cpu(index), to_cpu(src), reduce,
                                       include_self));
+}
+std::optional<lazyx::ScatterKind> scatter_kind(c10::string_view r) {
+  if (r == "prod" || r == "multiply") return lazyx::ScatterKind::Prod;
+  if (r == "amax") return lazyx::ScatterKind::Amax;
+  if (r == "amin") return lazyx::ScatterKind::Amin;
+  return std::nullopt;
 }
 LT scatter_reduce_v(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src,
                     c10::string_view reduce, bool include_self) {
@@ -59,6 +66,11 @@ LT scatter_reduce_v(const Tensor& self, int64_t dim, const Tensor& index, const 
     LT cnt = base.scatter_add(d, idx, lazyx::ones(idx.shape(), sum.dtype()));
     LT r = sum.div(lazyx::where(cnt.eq(0.0), lazyx::ones({}, cnt.dtype()), cnt));
     return back(self, r);
+  }
+  const std::optional<lazyx::ScatterKind> kind = scatter_kind(reduce);
+  if (kind) {
+    return back(self, lazyx::scatter_reduce(v1(lz(self)), d, idx.to(lazyx::kInt64), s, *kind,
+                                            include_self));
   }
   return lz(cpu_scatter_reduce(self, dim, index, src, reduce, include_self));
 }
@@ -77,8 +89,9 @@ LT scatter_red(const Tensor& self, int64_t dim, const Tensor& index, const Tenso
   if (reduce == "add") {
     return back(self, scatter_sum(self, wrap_dim(dim, self.dim()), v1(lz(index)), v1(lz(src)), true));
   }
-  lazyx::metrics::add_counter("aten::scatter");
-  return lz(to_device(at::scatter(to_cpu(self), dim, to_cpu(index), to_cpu(src), reduce)));
+  TORCH_CHECK(reduce == "multiply", "[scatter] reduce must be 'add' or 'multiply', got '",
+              reduce, "'.");
+  return scatter_reduce_v(self, dim, index, src, "prod", true);
 }
 Tensor scatter_reduce_k(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src,
                         c10::string_view reduce) {
@@ -100,6 +113,33 @@ Tensor scatter_value_reduce(const Tensor& self, int64_t dim, const Tensor& index
 Tensor& scatter_value_reduce_(Tensor& self, int64_t dim, const Tensor& index,
                               const c10::Scalar& v, c10::string_view reduce) {
   return scatter_reduce_k_(self, dim, index, value_src(self, index, v), reduce);
+}
+
+// index_reduce: scatter_reduce with the index spread along the other dims of `dim`.
+LT index_reduce_v(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source,
+                  c10::string_view reduce, bool include_self) {
+  TORCH_CHECK(index.dim() <= 1, "[index_reduce] index must be 0-D or 1-D, got ", index.dim(), "-D.");
+  const int64_t d = wrap_dim(dim, self.dim());
+  LT src = v1(lz(source));
+  Shape at(static_cast<size_t>(src.dim()), 1);
+  at[d] = index.numel();
+  Tensor idx = wrap(lz(index).to(lazyx::kInt64).reshape(at).expand(src.shape()).contiguous());
+  return scatter_reduce_v(self, d, idx, wrap(src), reduce, include_self);
+}
+Tensor index_reduce(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source,
+                    c10::string_view reduce, bool include_self) {
+  return wrap(index_reduce_v(self, dim, index, source, reduce, include_self));
+}
+Tensor& index_reduce_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& source,
+                      c10::string_view reduce, bool include_self) {
+  LT t = lz(self);
+  t.copy_(index_reduce_v(self, dim, index, source, reduce, include_self));
+  return self;
+}
+Tensor& index_reduce_out(const Tensor& self, int64_t dim, const Tensor& index,
+                         const Tensor& source, c10::string_view reduce, bool include_self,
+                         Tensor& out) {
+  return write_out(out, index_reduce_v(self, dim, index, source, reduce, include_self));
 }
 
 // index_fill_ with a 0-dim tensor value: the value is broadcast on the device (no read).
@@ -231,6 +271,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("scatter_reduce.two", LZ_FN(scatter_reduce_two));
   m.impl("scatter_reduce_.two", LZ_FN(scatter_reduce_two_));
   m.impl("index_fill_.int_Tensor", LZ_FN(index_fill_t));
+  m.impl("index_reduce", LZ_FN(index_reduce));
+  m.impl("index_reduce_", LZ_FN(index_reduce_));
+  m.impl("index_reduce.out", LZ_FN(index_reduce_out));
   m.impl("repeat_interleave.Tensor", LZ_FN(repeat_interleave));
   m.impl("searchsorted.Tensor", LZ_FN(searchsorted_t));
   m.impl("searchsorted.Scalar", LZ_FN(searchsorted_s));

@@ -50,6 +50,9 @@ enum class Op : uint8_t {
   Sort,
   // Inclusive scan along attrs.i0; attrs.ints[0] = ScanKind (sort_scan.h).
   Scan,
+  // Scatter of operand 2 into a copy of operand 0 at operand 1 along attrs.i0, combining with
+  // attrs.ints = {ScatterKind, include_self}.
+  ScatterReduce,
 
   // Convolutions (reference: kernels_conv.cpp; cpu: oneDNN, dnnl_conv.cpp).
   // [conv ops]

@@ -65,6 +65,7 @@ struct Table {
     // [sort/scan ops]
     set(Op::Sort, "sort", F::Other);
     set(Op::Scan, "scan", F::Other);
+    set(Op::ScatterReduce, "scatter_reduce", F::Other, false, true, true);
 
     // [conv ops]
 

@@ -270,6 +270,7 @@ class CpuBackend : public backend::Backend {
       // [sort/scan ops]
       case Op::Sort: reference::run_sort(in, *a[0], out); return;
       case Op::Scan: reference::run_scan(in, *a[0], out); return;
+      case Op::ScatterReduce: reference::run_scatter_reduce(in, a, out); return;
 
       // [conv ops]
 

@@ -38,6 +38,8 @@ void run_index(const backend::Instr& in, const std::vector<const Val*>& args, co
 // [sort/scan ops]
 void run_sort(const backend::Instr& in, const Val& src, const Val& out);
 void run_scan(const backend::Instr& in, const Val& src, const Val& out);
+void run_scatter_reduce(const backend::Instr& in, const std::vector<const Val*>& args,
+                        const Val& out);
 
 // [conv ops]
 

@@ -2,9 +2,11 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <cstring>
 #include <numeric>
 
 #include "backends/reference/kernels.h"
+#include "ir/shape_infer.h"
 #include "lazyx/sort.h"
 
 namespace lazyx::reference {
@@ -195,6 +197,63 @@ void run_scan(const backend::Instr& in, const Val& src, const Val& out) {
       else set_i(out, o, vi[k]);
     }
   });
+}
+
+}  // namespace lazyx::reference
+
+namespace lazyx::reference {
+
+namespace {
+
+template <typename T>
+T combine(ScatterKind k, T a, T b) {
+  if (k == ScatterKind::Prod) return a * b;
+  if (a != a) return a;  // NaN stays
+  if (b != b) return b;
+  return k == ScatterKind::Amax ? std::max(a, b) : std::min(a, b);
+}
+
+}  // namespace
+
+void run_scatter_reduce(const backend::Instr& in, const std::vector<const Val*>& args,
+                        const Val& out) {
+  const Val &self = *args[0], &idx = *args[1], &src = *args[2];
+  const int64_t d = in.attrs.i0;
+  const auto kind = static_cast<ScatterKind>(in.attrs.ints.at(0));
+  const bool include_self = in.attrs.ints.at(1) != 0;
+  const int64_t size = self.shape.empty() ? 1 : self.shape[d];
+  for (int64_t k = 0; k < idx.numel(); ++k) {  // before any write: a bad index changes nothing
+    const int64_t v = get_i(idx, k);
+    if (v < 0 || v >= size) {
+      ir::fail("scatter_reduce", "index " + std::to_string(v) + " is out of range for a "
+               "dimension of size " + std::to_string(size) + " (found while running the "
+               "program; nothing was changed).");
+    }
+  }
+  const size_t es = dtype_size(out.dtype);
+  if (out.data != self.data) std::memcpy(out.data, self.data, self.numel() * es);
+  const Shape st = ir::contiguous_strides(self.shape), sst = ir::contiguous_strides(src.shape);
+  const Shape ist = ir::contiguous_strides(idx.shape);
+  std::vector<char> seen(include_self ? 0 : out.numel(), 0);
+  const bool fl = float_domain(out.dtype);
+  for (int64_t k = 0; k < idx.numel(); ++k) {
+    int64_t off = 0, soff = 0, rem = k;
+    for (size_t q = 0; q < idx.shape.size(); ++q) {
+      const int64_t c = rem / ist[q];
+      rem %= ist[q];
+      off += (static_cast<int64_t>(q) == d ? get_i(idx, k) : c) * st[q];
+      soff += c * sst[q];
+    }
+    const bool first = !include_self && !seen[off];
+    if (!include_self) seen[off] = 1;
+    if (fl) {
+      const double s = get_f(src, soff);
+      set_f(out, off, first ? s : combine(kind, get_f(out, off), s));
+    } else {
+      const int64_t s = get_i(src, soff);
+      set_i(out, off, first ? s : combine(kind, get_i(out, off), s));
+    }
+  }
 }
 
 }  // namespace lazyx::reference

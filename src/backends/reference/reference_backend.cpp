@@ -350,6 +350,7 @@ class ReferenceBackend : public backend::Backend {
       // [sort/scan ops]
       case Op::Sort: run_sort(in, *a[0], out); return;
       case Op::Scan: run_scan(in, *a[0], out); return;
+      case Op::ScatterReduce: run_scatter_reduce(in, a, out); return;
 
       // [conv ops]
 
