@@ -187,6 +187,28 @@ TEST_P(SortScan, TrilTriuFlipRoll) {
   EXPECT_EQ(roll(m, -4, 0).to_vector<float>(), roll(m, 2, 0).to_vector<float>());
 }
 
+TEST_P(SortScan, ScatterReduce) {
+  Tensor x = tensor<float>({1, 2, 3, 4}, {4});
+  Tensor idx = tensor<int64_t>({0, 0, 3, 1, 0}, {5});
+  Tensor src = tensor<float>({5, -1, 2, kNan, 7}, {5});
+  Tensor mx = scatter_reduce(x, 0, idx, src, ScatterKind::Amax);
+  std::vector<float> m = mx.to_vector<float>();
+  EXPECT_EQ(m[0], 7);
+  EXPECT_TRUE(std::isnan(m[1]));
+  EXPECT_EQ(m[2], 3);
+  EXPECT_EQ(m[3], 4);
+  EXPECT_EQ(scatter_reduce(x, 0, idx, src, ScatterKind::Amin, false).to_vector<float>()[0], -1);
+  EXPECT_EQ(scatter_reduce(x, 0, idx, src, ScatterKind::Prod).to_vector<float>()[0], -35);
+  EXPECT_EQ(scatter_reduce(x, 0, idx, src, ScatterKind::Prod, false).to_vector<float>()[3], 2);
+  Tensor xi = tensor<int64_t>({1, 2, 3}, {3});
+  EXPECT_EQ(scatter_reduce(xi, 0, tensor<int64_t>({2, 2}, {2}), tensor<int64_t>({4, 5}, {2}),
+                           ScatterKind::Prod).to_vector<int64_t>(),
+            (std::vector<int64_t>{1, 2, 60}));
+  expect_error([&] { scatter_reduce(x, 0, tensor<int64_t>({4}, {1}), src,
+                                    ScatterKind::Amax).to_vector<float>(); },
+               {"[scatter_reduce]", "out of range"});
+}
+
 TEST_P(SortScan, BadInput) {
   Tensor x = zeros({2, 3});
   expect_error([&] { topk(x, 4); }, {"[topk]", "out of range", "0 <= k <= 3"});

@@ -234,6 +234,14 @@ def test_scatters(dtype):
         if dtype.is_floating_point:
             check(lambda t, s: t.scatter_reduce(1, idx.to(t.device), s, "mean", include_self=inc),
                   x, src, dtype=dtype)
+    for red in ("amax", "amin", "prod"):
+        for inc in (True, False):
+            check(lambda t, s: t.scatter_reduce(1, idx.to(t.device), s, red, include_self=inc),
+                  x, src, dtype=dtype, grad=False)
+            check(lambda t, s: t.index_reduce(0, torch.tensor([2, 0]).to(t.device), s, red,
+                                              include_self=inc), x, src, dtype=dtype, grad=False)
+    check(lambda t, s: t.scatter(1, idx.to(t.device), s, reduce="multiply"), x, src,
+          dtype=dtype, grad=False)
     check(lambda t: t.index_fill(1, torch.tensor([0, -1]).to(t.device), torch.tensor(3)), x,
           dtype=dtype)
 
