@@ -14,6 +14,7 @@
 #include "lazyx/math.h"
 
 // [sort/scan ops]
+#include "lazyx/sort.h"
 
 // [conv ops]
 #include "lazyx/conv.h"

@@ -1,9 +1,8 @@
-// Kernels: gathers, scatters, masked fills, index/index_put_, embedding backward and cat.
+// Kernels: gathers, scatters, masked fills, embedding backward and cat (advanced indexing:
+// kernels_index_adv.cpp).
 // Patterns without a native lowering run on CPU and are counted like the fallback.
 #include <ATen/ATen.h>
-#include <ATen/ops/_index_put_impl_ops.h>
 #include <ATen/ops/embedding_dense_backward_ops.h>
-#include <ATen/ops/index_ops.h>
 #include <torch/library.h>
 
 #include "kernels.h"
@@ -112,91 +111,6 @@ Tensor& masked_fill__t(Tensor& self, const Tensor& mask, const Tensor& v) {
   return masked_fill__s(self, mask, s);
 }
 
-// Integer index tensors in leading positions map to lazyx's index_put_; other patterns (bool
-// masks, None before an index) go to the CPU fallback.
-bool simple_indices(const c10::List<optional<Tensor>>& indices) {
-  if (indices.size() == 0) return false;
-  for (size_t i = 0; i < indices.size(); ++i) {
-    const optional<Tensor> ix = indices.get(i);
-    if (!ix.has_value() || !ix->defined()) return false;
-    c10::ScalarType st = ix->scalar_type();
-    if (st != at::kLong && st != at::kInt) return false;
-  }
-  return true;
-}
-
-// The indices on CPU, for a manual fallback (cpu_fallback does not move lists of optional
-// tensors in torch 1.13).
-c10::List<optional<Tensor>> cpu_indices(const c10::List<optional<Tensor>>& indices) {
-  c10::List<optional<Tensor>> out;
-  for (size_t i = 0; i < indices.size(); ++i) {
-    const optional<Tensor> ix = indices.get(i);
-    out.push_back(ix.has_value() && ix->defined() ? optional<Tensor>(ix->cpu())
-                                                  : optional<Tensor>());
-  }
-  return out;
-}
-
-bool is_mask(const Tensor& t) {
-  return t.scalar_type() == at::kBool || t.scalar_type() == at::kByte;
-}
-
-// A single bool mask of self's shape.
-bool full_mask(const Tensor& self, const c10::List<optional<Tensor>>& indices) {
-  if (indices.size() != 1) return false;
-  const optional<Tensor> ix = indices.get(0);
-  return ix.has_value() && ix->defined() && is_mask(*ix) && ix->sizes() == self.sizes();
-}
-
-Tensor& index_put_impl_(Tensor& self, const c10::List<optional<Tensor>>& indices,
-                        const Tensor& values, bool accumulate, bool unsafe) {
-  if (simple_indices(indices)) {
-    std::vector<LT> ix;
-    for (size_t i = 0; i < indices.size(); ++i) ix.push_back(lz(*indices.get(i)));
-    LT t = lz(self);
-    LT v = is_cpu_scalar(values) ? lazyx::full({}, cpu_scalar(values), t.dtype()) : lz(values);
-    t.index_put_(ix, v, accumulate);
-    return self;
-  }
-  if (full_mask(self, indices) && values.numel() == 1 && !accumulate) {
-    // t[mask] = v: a where over the whole tensor, no sync needed.
-    LT t = lz(self);
-    LT m = lz(*indices.get(0)).to(lazyx::kBool);
-    LT v = is_cpu_scalar(values) ? lazyx::full({}, cpu_scalar(values), t.dtype())
-                                 : lz(values).reshape({}).to(t.dtype());
-    t.copy_(lazyx::where(m, v, t));
-    return self;
-  }
-  lazyx::metrics::add_counter("aten::_index_put_impl_");
-  Tensor c = self.cpu();
-  at::_ops::_index_put_impl_::call(c, cpu_indices(indices), values.cpu(), accumulate, unsafe);
-  copy_impl(self, c);
-  return self;
-}
-
-Tensor index_tensor(const Tensor& self, const c10::List<optional<Tensor>>& indices) {
-  if (indices.size() == 1 && simple_indices(indices)) {
-    const Tensor ix = *indices.get(0);
-    LT i = lz(ix);
-    LT r = lz(self).index_select(0, ix.dim() == 1 ? i : i.reshape({-1}));
-    if (ix.dim() != 1) {
-      Shape s = to_shape(ix.sizes());
-      for (int64_t d = 1; d < self.dim(); ++d) s.push_back(self.size(d));
-      r = r.reshape(s);
-      if (r.is_view()) r = r.clone();
-    }
-    return wrap(r);
-  }
-  if (full_mask(self, indices)) {
-    // t[mask]: the result's size depends on the mask's values, so the mask is read (a partial
-    // sync of the mask only); the gather itself stays on the device.
-    Tensor where_true = indices.get(0)->cpu().reshape({-1}).nonzero().reshape({-1});
-    return wrap(lz(self).reshape({-1}).index_select(0, upload(where_true)));
-  }
-  lazyx::metrics::add_counter("aten::index");
-  return at::_ops::index_Tensor::call(self.cpu(), cpu_indices(indices)).to(self.device());
-}
-
 Tensor embedding_dense_backward(const Tensor& grad, const Tensor& indices, c10::SymInt num_weights,
                                 int64_t padding_idx, bool scale_grad_by_freq) {
   if (scale_grad_by_freq) {  // no native lowering: runs on CPU, counted like the fallback
@@ -245,8 +159,6 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("masked_fill.Scalar", LZ_FN(masked_fill_s));
   m.impl("masked_fill_.Scalar", LZ_FN(masked_fill__s));
   m.impl("masked_fill_.Tensor", LZ_FN(masked_fill__t));
-  m.impl("_index_put_impl_", LZ_FN(index_put_impl_));
-  m.impl("index.Tensor", LZ_FN(index_tensor));
   m.impl("embedding_dense_backward", LZ_FN(embedding_dense_backward));
   m.impl("cat", LZ_FN(cat));
 }

@@ -50,6 +50,14 @@ enum class Op : uint8_t {
 
   // Sorts, scans and more reductions (reference: kernels_sort_scan.cpp).
   // [sort/scan ops]
+  // Stable argsort of operand 0 along attrs.i0 (int64 indices); attrs.flag = descending. NaN
+  // sorts as the largest value.
+  Sort,
+  // Inclusive scan along attrs.i0; attrs.ints[0] = ScanKind (sort_scan.h).
+  Scan,
+  // Scatter of operand 2 into a copy of operand 0 at operand 1 along attrs.i0, combining with
+  // attrs.ints = {ScatterKind, include_self}.
+  ScatterReduce,
 
   // Convolutions (reference: kernels_conv.cpp; cpu: oneDNN, dnnl_conv.cpp).
   // [conv ops]

@@ -65,6 +65,9 @@ struct Table {
     for (auto [op, name] : math_op_names()) set(op, name, F::Elementwise, true);
 
     // [sort/scan ops]
+    set(Op::Sort, "sort", F::Other);
+    set(Op::Scan, "scan", F::Other);
+    set(Op::ScatterReduce, "scatter_reduce", F::Other, false, true, true);
 
     // [conv ops]
     set(Op::Conv, "convolution", F::Other);

@@ -273,6 +273,9 @@ class CpuBackend : public backend::Backend {
       // [math ops]
 
       // [sort/scan ops]
+      case Op::Sort: reference::run_sort(in, *a[0], out); return;
+      case Op::Scan: reference::run_scan(in, *a[0], out); return;
+      case Op::ScatterReduce: reference::run_scatter_reduce(in, a, out); return;
 
       // [conv ops]
       case Op::Conv:

@@ -39,6 +39,10 @@ double math_f(const backend::Instr& in, double x, double y);
 int64_t math_i(const backend::Instr& in, int64_t x, int64_t y);
 
 // [sort/scan ops]
+void run_sort(const backend::Instr& in, const Val& src, const Val& out);
+void run_scan(const backend::Instr& in, const Val& src, const Val& out);
+void run_scatter_reduce(const backend::Instr& in, const std::vector<const Val*>& args,
+                        const Val& out);
 
 // [conv ops]
 void run_conv(const backend::Instr& in, const Val& a, const Val& b, const Val& out);

@@ -348,6 +348,9 @@ class ReferenceBackend : public backend::Backend {
       // [math ops]
 
       // [sort/scan ops]
+      case Op::Sort: run_sort(in, *a[0], out); return;
+      case Op::Scan: run_scan(in, *a[0], out); return;
+      case Op::ScatterReduce: run_scatter_reduce(in, a, out); return;
 
       // [conv ops]
       case Op::Conv:
