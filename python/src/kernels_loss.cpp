@@ -26,10 +26,6 @@ LT grad_scale(const Tensor& grad, const Tensor& self, int64_t red) {
   if (red == 1) g = g.div(static_cast<double>(std::max<int64_t>(1, self.numel())));
   return g;
 }
-LT sign(const LT& d) {
-  LT one = lazyx::ones({}, d.dtype());
-  return lazyx::where(d.gt(0.0), one, lazyx::where(d.lt(0.0), one.neg(), lazyx::zeros({}, d.dtype())));
-}
 
 Tensor bce(const Tensor& self, const Tensor& target, const optional<Tensor>& w, int64_t red) {
   LT x = lz(self), y = lz(target);
@@ -54,7 +50,8 @@ Tensor smooth_l1(const Tensor& self, const Tensor& target, int64_t red, double b
 Tensor& smooth_l1_backward(const Tensor& grad, const Tensor& self, const Tensor& target,
                            int64_t red, double beta, Tensor& gi) {
   LT d = lz(self).sub(operand(target, lz(self)));
-  LT g = beta == 0.0 ? sign(d) : lazyx::where(d.abs().lt(beta), d.div(beta), sign(d));
+  LT g = beta == 0.0 ? lazyx::sign(d)
+                       : lazyx::where(d.abs().lt(beta), d.div(beta), lazyx::sign(d));
   return write_out(gi, g.mul(grad_scale(grad, self, red)));
 }
 Tensor huber(const Tensor& self, const Tensor& target, int64_t red, double delta) {
