@@ -103,6 +103,9 @@ void set_arg(Arg& a, int arg, bool output, const memory::desc& plain, const memo
 }
 
 Prim make_prim(const conv::Problem& p, int64_t n) {
+  // oneDNN fixes a primitive's threading when it is created: for the single-threaded calls it
+  // will make (torch.set_num_threads(2) on this thread made backward weights 8x slower).
+  OmpOneThread one;
   const memory::desc src = plain_md(cat_dims({n, p.ic}, p.in));
   const memory::desc dst = plain_md(cat_dims({n, p.oc}, p.out));
   const memory::desc wei =
