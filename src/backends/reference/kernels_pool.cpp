@@ -54,12 +54,11 @@ void tap_max(const Val& x, const int64_t* idx, const Val& out, int64_t K, bool w
       const int64_t* t = idx + p * K;
       int64_t best = t[0];
       T bv = row[best];
-      for (int64_t k = 1; k < K; ++k) {
+      for (int64_t k = 1; k < K; ++k) {  // branch-free: maxima of random data mispredict
         const T v = row[t[k]];
-        if (v > bv || v != v) {
-          bv = v;
-          best = t[k];
-        }
+        const bool take = (v > bv) | (v != v);
+        bv = take ? v : bv;
+        best = take ? t[k] : best;
       }
       if (want_index) {
         reinterpret_cast<int64_t*>(out.data)[b * P + p] = best;
