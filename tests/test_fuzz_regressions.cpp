@@ -261,3 +261,113 @@ TEST(FuzzRegression, Seed14Case197_reference) {
                   {-1.75, -2.75, -3.75, -5.5, -6.5, -2.5, -4.25, -5.25, -6.25, -8, -4, -5});
   }
 }
+
+// A donated [1] parameter read by a loop over [] (a 0-d sum's group): the planner's identity
+// check indexed past the output's dims and crashed (cpu backend).
+// lazyx-fuzz --seed 3 --case 816 --backend cpu
+TEST(FuzzRegression, Seed3Case816_cpu) {
+  using namespace lazyx;
+  // Found on the cpu backend.
+  for (const std::string& backend : backend_names()) {
+    SCOPED_TRACE(backend);
+    set_backend(backend);
+    mark_step();
+    clear_program_cache();
+    auto expect_values = [](const std::vector<double>& got, const std::vector<double>& want) {
+      ASSERT_EQ(got.size(), want.size());
+      double scale = 0;
+      for (double w : want) scale = std::max(scale, std::fabs(w));
+      for (size_t i = 0; i < want.size(); ++i) {
+        EXPECT_NEAR(got[i], want[i], 1e-3 + 1e-4 * std::fabs(want[i]) + 1e-5 * scale) << "element " << i;
+      }
+    };
+    auto donated_in_place = [](const Tensor& t) {
+      StepReport r = last_step();
+      for (const auto& p : r.params) {
+        if (p.donated && p.reason == AliasReason::InPlaceUpdate &&
+            p.output_tensor_id == t.impl()->storage()->id()) return true;
+      }
+      return false;
+    };
+    (void)expect_values;
+    (void)donated_in_place;
+    Tensor t0, t1, t2, t3, t4, t5;
+    t4 = tensor<float>({-0.5, 0.5, 0.75, 1.25, -0.75, 0.5, 0.25, -1.75, 2, -0.75, -1, 0.25, -2, -0.25, -0.25, 0.75}, Shape{16});
+    t3 = tensor<float>({1.75, -0.75, 1, -0.5, 1.75, 2, 1.25, -1.75, 1.75, -0.25, -1.75, 1.75, -1.5, 1.25, 2, -0.25}, Shape{2, 8});
+    t4.sub_(t4, -2.0);
+    EXPECT_EQ(set_buffer_donation(t3, false), false);
+    t4 = Tensor();
+    t4 = tensor<float>({0.25, -1.75, -1.25, 1, -0.75, -1.25, 0.75, -2, 1.25, 0, 0.75, 0.75, 1.25, 0.25, -0.5, -0.75}, Shape{16});
+    t4 = t4.unsqueeze(1);
+    t3 = t3.index_select(1, tensor<int64_t>({7}));
+    t3 = Tensor();
+    t3 = tensor<float>({-1.25, -1.75, 0.25, -1.5}, Shape{4, 1});
+    t3.exp_();
+    t4 = t4.amax({0}, false);
+    t3.abs_().sqrt_();
+    t1 = t4.sub(t3);
+    t1 = t1.slice(0, 1, 4, 2);
+    t2 = tensor<float>({-0.75, -1.5, -0.75, -1.75, -2, 0.25, -1, -1.75}, Shape{2, 4});
+    t0 = t2.add(t1, -2.0);
+    t2 = scalar_tensor(-2.0, kFloat32);
+    t3 = t0.mean({0, 1}, true);
+    sync({t0, t1, t4});
+    t1.sub_(-0.25);
+    t5 = scalar_tensor(-1.5, kFloat32);
+    t2 = t4.select(0, 0);
+    mark_step();
+    EXPECT_TRUE(donated_in_place(t1));
+    expect_values(t0.to_vector<double>(), {-2.41627598, -3.16627598, -2.41627598, -3.41627598, -3.55526686, -1.30526686, -2.55526686, -3.30526686});
+    expect_values(t1.to_vector<double>(), {1.08313799, 1.02763343});
+    expect_values(t2.to_vector<double>(), {1.25});
+    expect_values(t3.to_vector<double>(), {-2.76702142});
+    expect_values(t4.to_vector<double>(), {1.25});
+    expect_values(t5.to_vector<double>(), {-1.5});
+    t2 = t0.view({1, 8, 1});
+    t2 = t1.softmax(0);
+    t0.copy_(t1);
+    t5.mul_(-0.5);
+    t0 = t1.index_select(0, tensor<int64_t>({1, 0, 0}));
+    t5.masked_fill_(t5.gt(0), -0.5);
+    t0 = t0.select(1, 0);
+    EXPECT_EQ(set_buffer_donation(t4, true), true);
+    t2 = tensor<float>({0.75, 1.5, 1, 1.25}, Shape{4});
+    t3 = Tensor();
+    t0.copy_(maximum(t0, t0));
+    t3 = t4.add(t5, -2.0);
+    sync({t0, t1, t2, t3, t4});
+    t5.sin_();
+    mark_step();
+    EXPECT_TRUE(donated_in_place(t5));
+    expect_values(t0.to_vector<double>(), {1.02763343, 1.08313799, 1.08313799});
+    expect_values(t1.to_vector<double>(), {1.08313799, 1.02763343});
+    expect_values(t2.to_vector<double>(), {0.75, 1.5, 1, 1.25});
+    expect_values(t3.to_vector<double>(), {2.25});
+    expect_values(t5.to_vector<double>(), {-0.47942555});
+    t0 = t0.reshape({3, 1, 1});
+    t3 = t5.expand({3});
+    EXPECT_THROW(t4.masked_fill_(t4.gt(0), -0.5), lazyx::Error);
+    expect_values(std::vector<double>{t5.item<double>()}, {-0.47942555});
+    EXPECT_THROW(t4.to_vector<double>(), lazyx::Error);
+    t4 = t2.select(0, 0);
+    EXPECT_THROW(t3.add_(t3), lazyx::Error);
+    t5 = t0.gelu();
+    t1.exp_();
+    t3 = t2.to(kFloat32);
+    t5 = t0.sum({}, false);
+    t5.neg_().add_(-1.0);
+    t0 = t4.mul(t1);
+    t1.sub_(-1.5);
+    t1.copy_(t0);
+    t0.copy_(t0);
+    t0.div_(-1.0);
+    mark_step();
+    EXPECT_TRUE(donated_in_place(t1));
+    expect_values(t0.to_vector<double>(), {-2.21545076, -2.09583354});
+    expect_values(t1.to_vector<double>(), {2.21545076, 2.09583354});
+    expect_values(t2.to_vector<double>(), {0.75, 1.5, 1, 1.25});
+    expect_values(t3.to_vector<double>(), {0.75, 1.5, 1, 1.25});
+    expect_values(t4.to_vector<double>(), {0.75});
+    expect_values(t5.to_vector<double>(), {-4.19390965});
+  }
+}

@@ -103,6 +103,12 @@ Shape broadcast_strides(const Shape& s, const Shape& out) {
 
 bool identity_access(const Shape& s, const Shape& out) {
   if (ir::shape_numel(s) != ir::shape_numel(out)) return false;
+  if (s.size() > out.size()) {  // e.g. [1] read by a loop over []: same elements in order?
+    Shape a, b;
+    for (int64_t d : s) if (d != 1) a.push_back(d);
+    for (int64_t d : out) if (d != 1) b.push_back(d);
+    return a == b;
+  }
   Shape st = broadcast_strides(s, out), cs = ir::contiguous_strides(out);
   for (size_t d = 0; d < out.size(); ++d) {
     if (out[d] != 1 && st[d] != cs[d]) return false;
