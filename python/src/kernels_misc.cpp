@@ -1,4 +1,6 @@
-// Kernels: compositions of native ops with no IR op of their own (equal, isin).
+// Kernels: compositions of native ops with no IR op of their own (equal, isin, bernoulli_ with
+// tensor p, normal with tensor mean or std).
+#include <ATen/ExpandUtils.h>
 #include <torch/library.h>
 
 #include "diag_bridge.h"
@@ -47,12 +49,50 @@ Tensor isin_ts(const Tensor& x, const c10::Scalar& test, bool, bool invert) {
   return wrap(isin_lz(lz(x), t, invert));
 }
 
+// rand < p on the engine's generator; p broadcasts to self.
+Tensor& bernoulli_tensor(Tensor& self, const Tensor& p, c10::optional<at::Generator> gen) {
+  seed_from_torch(gen);
+  LT t = lz_impl(self)->tensor();
+  LT r = lazyx::rand(t.sizes(), lazyx::kFloat32).lt(lz(p)).to(t.dtype());
+  return assign(self, r, true);
+}
+
+// mean + std * randn(shape) in dtype (the floating dtype of the tensor operand).
+LT normal_lz(const LT& mean, const LT& std, at::IntArrayRef shape, lazyx::Dtype dtype,
+             c10::optional<at::Generator> gen) {
+  TORCH_CHECK(lazyx::is_floating(dtype), "[normal] mean and std must be floating tensors, got ",
+              static_cast<int>(dtype), "; convert them to a floating dtype");
+  seed_from_torch(gen);
+  LT r = lazyx::randn(lazyx::Shape(shape.begin(), shape.end()), dtype);
+  return r.mul(std).add(mean).to(dtype);
+}
+
+Tensor normal_tf(const Tensor& mean, double std, c10::optional<at::Generator> gen) {
+  LT m = lz(mean);
+  return wrap(normal_lz(m, lazyx::scalar_tensor(std, m.dtype()), mean.sizes(), m.dtype(), gen));
+}
+
+Tensor normal_ft(double mean, const Tensor& std, c10::optional<at::Generator> gen) {
+  LT s = lz(std);
+  return wrap(normal_lz(lazyx::scalar_tensor(mean, s.dtype()), s, std.sizes(), s.dtype(), gen));
+}
+
+Tensor normal_tt(const Tensor& mean, const Tensor& std, c10::optional<at::Generator> gen) {
+  auto shape = at::infer_size(mean.sizes(), std.sizes());
+  LT m = lz(mean);
+  return wrap(normal_lz(m, lz(std), shape, m.dtype(), gen));
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("equal", LZ_FN(equal));
   m.impl("isin.Tensor_Tensor", LZ_FN(isin_tt));
   m.impl("isin.Tensor_Scalar", LZ_FN(isin_ts));
+  m.impl("bernoulli_.Tensor", LZ_FN(bernoulli_tensor));
+  m.impl("normal.Tensor_float", LZ_FN(normal_tf));
+  m.impl("normal.float_Tensor", LZ_FN(normal_ft));
+  m.impl("normal.Tensor_Tensor", LZ_FN(normal_tt));
 }
 
 }  // namespace lazyx_bridge

@@ -66,3 +66,47 @@ def test_isin_rejects_dtypes_eager_rejects(dtype):
         torch.isin(x.to(DEV), x.to(DEV))
     with pytest.raises(RuntimeError, match=r"\[isin\] unsupported input dtype"):
         torch.isin(x.to(DEV), 1)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_normal_tensor_overloads_statistics(dtype):
+    torch.manual_seed(2)
+    n = 20000
+    mean = torch.full((n,), 3.0, dtype=dtype)
+    std = torch.full((n,), 0.5, dtype=dtype)
+    before = fallbacks()
+    draws = [torch.normal(mean.to(DEV), 0.5), torch.normal(3.0, std.to(DEV)),
+             torch.normal(mean.to(DEV), std.to(DEV))]
+    for d in draws:
+        assert d.dtype == dtype and d.shape == (n,)
+        d = d.cpu().double()
+        assert abs(d.mean().item() - 3.0) < 0.03
+        assert abs(d.std().item() - 0.5) < 0.03
+    # mean [n, 1] and std [2] broadcast to [n, 2]
+    b = torch.normal(mean[:, None].to(DEV), torch.tensor([0.5, 2.0], dtype=dtype).to(DEV))
+    assert b.shape == (n, 2)
+    assert abs(b.cpu().double()[:, 1].std().item() - 2.0) < 0.1
+    assert fallbacks() == before
+
+
+def test_normal_mean_gradient_matches_eager():
+    mean = torch.randn(5, requires_grad=True)
+    md = mean.detach().to(DEV).requires_grad_()
+    torch.normal(md, 1.0).sum().backward()
+    torch.normal(mean, 1.0).sum().backward()
+    assert torch.equal(md.grad.cpu(), mean.grad)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64, torch.bool])
+def test_bernoulli_tensor_p_statistics(dtype):
+    torch.manual_seed(3)
+    p = torch.tensor([0.0, 0.25, 0.75, 1.0]).repeat(5000, 1)
+    before = fallbacks()
+    x = torch.empty(p.shape, dtype=dtype).to(DEV).bernoulli_(p.to(DEV)).cpu()
+    assert x.dtype == dtype
+    frac = x.double().mean(0)
+    assert frac[0] == 0 and frac[3] == 1
+    assert abs(frac[1] - 0.25) < 0.03 and abs(frac[2] - 0.75) < 0.03
+    assert fallbacks() == before
+    y = torch.bernoulli(p.to(DEV)).cpu()
+    assert abs(y.mean(0)[1] - 0.25) < 0.03
