@@ -1,6 +1,7 @@
 // Kernels: compositions of native ops with no IR op of their own (equal, isin, bernoulli_ with
-// tensor p, normal with tensor mean or std).
+// tensor p, normal with tensor mean or std, unfold_backward).
 #include <ATen/ExpandUtils.h>
+#include <ATen/ATen.h>
 #include <torch/library.h>
 
 #include "diag_bridge.h"
@@ -83,6 +84,18 @@ Tensor normal_tt(const Tensor& mean, const Tensor& std, c10::optional<at::Genera
   return wrap(normal_lz(m, lz(std), shape, m.dtype(), gen));
 }
 
+// Tensor.unfold's gradient: the windows summed back with one index_add over the input dim.
+Tensor unfold_backward(const Tensor& grad, at::IntArrayRef input_sizes, int64_t dim, int64_t size,
+                       int64_t step) {
+  if (input_sizes.empty()) return grad.reshape({});
+  dim = c10::maybe_wrap_dim(dim, static_cast<int64_t>(input_sizes.size()));
+  const int64_t n = grad.size(dim);
+  auto opts = grad.options().dtype(at::kLong);
+  Tensor idx = (at::arange(n, opts) * step).unsqueeze(1) + at::arange(size, opts).unsqueeze(0);
+  Tensor g = grad.movedim(-1, dim + 1).flatten(dim, dim + 1);
+  return at::zeros(input_sizes, grad.options()).index_add(dim, idx.reshape({-1}), g);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -93,6 +106,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("normal.Tensor_float", LZ_FN(normal_tf));
   m.impl("normal.float_Tensor", LZ_FN(normal_ft));
   m.impl("normal.Tensor_Tensor", LZ_FN(normal_tt));
+  m.impl("unfold_backward", LZ_FN(unfold_backward));
 }
 
 }  // namespace lazyx_bridge

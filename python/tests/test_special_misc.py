@@ -110,3 +110,20 @@ def test_bernoulli_tensor_p_statistics(dtype):
     assert fallbacks() == before
     y = torch.bernoulli(p.to(DEV)).cpu()
     assert abs(y.mean(0)[1] - 0.25) < 0.03
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+@pytest.mark.parametrize("shape,dim,size,step", [((7,), 0, 3, 2), ((4, 9), 1, 2, 3),
+                                                 ((5, 6, 3), 1, 3, 1), ((5, 6), 0, 5, 1),
+                                                 ((6, 4), -2, 1, 4), ((), 0, 1, 1)])
+def test_unfold_backward_matches_eager(dtype, shape, dim, size, step):
+    torch.manual_seed(4)
+    x = torch.randn(shape).to(dtype).requires_grad_()
+    xd = x.detach().to(DEV).requires_grad_()
+    y = x.unfold(dim, size, step)
+    w = torch.randn(y.shape).to(dtype)
+    before = fallbacks()
+    (xd.unfold(dim, size, step) * w.to(DEV)).sum().backward()
+    assert fallbacks() == before
+    (y * w).sum().backward()
+    torch.testing.assert_close(xd.grad.cpu(), x.grad)
