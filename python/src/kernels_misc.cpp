@@ -1,5 +1,5 @@
 // Kernels: compositions of native ops with no IR op of their own (equal, isin, bernoulli_ with
-// tensor p, normal with tensor mean or std, unfold_backward).
+// tensor p, normal with tensor mean or std, unfold_backward, renorm).
 #include <ATen/ExpandUtils.h>
 #include <ATen/ATen.h>
 #include <torch/library.h>
@@ -96,6 +96,33 @@ Tensor unfold_backward(const Tensor& grad, at::IntArrayRef input_sizes, int64_t 
   return at::zeros(input_sizes, grad.options()).index_add(dim, idx.reshape({-1}), g);
 }
 
+// Each slice along dim scaled to a p-norm of at most maxnorm (norm in float for 16-bit floats).
+Tensor renorm_impl(const Tensor& self, const c10::Scalar& p, int64_t dim,
+                   const c10::Scalar& maxnorm) {
+  TORCH_CHECK(self.is_floating_point(), "[renorm] expects a floating tensor, got ",
+              self.scalar_type(), "; convert it to a floating dtype");
+  TORCH_CHECK(p.toDouble() > 0 && maxnorm.toDouble() >= 0,
+              "[renorm] p must be positive and maxnorm non-negative; pass valid values");
+  TORCH_CHECK(self.dim() > 1, "[renorm] input needs at least 2 dimensions, got ", self.dim(),
+              "; reshape the input");
+  dim = c10::maybe_wrap_dim(dim, self.dim());
+  std::vector<int64_t> dims;
+  for (int64_t d = 0; d < self.dim(); ++d) {
+    if (d != dim) dims.push_back(d);
+  }
+  const bool half = self.scalar_type() == at::kBFloat16 || self.scalar_type() == at::kHalf;
+  auto acc = half ? c10::optional<at::ScalarType>(at::kFloat) : c10::nullopt;
+  Tensor norm = at::linalg_vector_norm(self, p, dims, true, acc);
+  const double mx = maxnorm.toDouble();
+  Tensor factor = at::where(norm > mx, mx / (norm + 1e-7), at::ones_like(norm));
+  return self * factor.to(self.scalar_type());
+}
+
+Tensor& renorm_inplace(Tensor& self, const c10::Scalar& p, int64_t dim,
+                       const c10::Scalar& maxnorm) {
+  return self.copy_(renorm_impl(self, p, dim, maxnorm));
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -107,6 +134,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("normal.float_Tensor", LZ_FN(normal_ft));
   m.impl("normal.Tensor_Tensor", LZ_FN(normal_tt));
   m.impl("unfold_backward", LZ_FN(unfold_backward));
+  m.impl("renorm", LZ_FN(renorm_impl));
+  m.impl("renorm_", LZ_FN(renorm_inplace));
 }
 
 }  // namespace lazyx_bridge

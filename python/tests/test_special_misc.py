@@ -127,3 +127,32 @@ def test_unfold_backward_matches_eager(dtype, shape, dim, size, step):
     assert fallbacks() == before
     (y * w).sum().backward()
     torch.testing.assert_close(xd.grad.cpu(), x.grad)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+@pytest.mark.parametrize("p,dim,maxnorm", [(2, 0, 1.0), (1, 1, 2.5), (3.5, -1, 0.7),
+                                           (float("inf"), 2, 1.5), (2, 1, 100.0)])
+def test_renorm_values_and_gradient_match_eager(dtype, p, dim, maxnorm):
+    torch.manual_seed(5)
+    x = (torch.randn(3, 4, 5) * 2).to(dtype).requires_grad_()
+    xd = x.detach().to(DEV).requires_grad_()
+    w = torch.randn(3, 4, 5).to(dtype)
+    before = fallbacks()
+    yd = torch.renorm(xd, p, dim, maxnorm)
+    (yd * w.to(DEV)).sum().backward()
+    assert fallbacks() == before
+    y = torch.renorm(x, p, dim, maxnorm)
+    (y * w).sum().backward()
+    tol = dict(atol=2e-2, rtol=2e-2) if dtype == torch.bfloat16 else {}
+    torch.testing.assert_close(yd.cpu(), y, **tol)
+    torch.testing.assert_close(xd.grad.cpu(), x.grad, **tol)
+    z, zd = x.detach().clone(), x.detach().to(DEV)
+    zd.renorm_(p, dim, maxnorm)
+    torch.testing.assert_close(zd.cpu(), z.renorm_(p, dim, maxnorm), **tol)
+
+
+def test_renorm_rejects_what_eager_rejects():
+    with pytest.raises(RuntimeError, match=r"\[renorm\]"):
+        torch.renorm(torch.ones(3).to(DEV), 2, 0, 1.0)
+    with pytest.raises(RuntimeError, match=r"\[renorm\]"):
+        torch.renorm(torch.ones(3, 3).to(DEV), 0, 0, 1.0)
