@@ -86,7 +86,7 @@ def test_unfold_backward_matches_cpu():
     (x.unfold(0, 3, 2) * w).sum().backward()
     (d.unfold(0, 3, 2) * w.to(DEV)).sum().backward()
     torch.testing.assert_close(d.grad.cpu(), x.grad)
-    assert lazyx.metrics.counter_value("aten::unfold_backward") == 1  # not a view: runs on CPU
+    assert not lazyx.metrics.counter_value("aten::unfold_backward")  # native (index_add)
 
 
 def test_view_op_reaching_the_fallback_raises():
