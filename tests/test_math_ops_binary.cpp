@@ -10,50 +10,15 @@
 #include <vector>
 
 #include "lazyx/lazyx.h"
+#include "math_test_util.h"
 
 namespace {
 
 using namespace lazyx;
 using LD = long double;
 
-constexpr double kInfD = std::numeric_limits<double>::infinity();
-constexpr double kNanD = std::numeric_limits<double>::quiet_NaN();
 constexpr LD kPiL = 3.141592653589793238462643383279502884L;
-
-std::vector<std::string> backends() {
-#ifdef LAZYX_TEST_HAVE_CPU
-  return {"reference", "cpu"};
-#else
-  return {"reference"};
-#endif
-}
-
-void on_each_backend(const std::function<void()>& body) {
-  for (const std::string& b : backends()) {
-    SCOPED_TRACE("backend " + b);
-    set_backend(b);
-    body();
-    mark_step();
-  }
-  set_backend(backends().back());
-}
-
-void expect_close(const std::vector<double>& got, const std::vector<double>& want, double rel,
-                  const std::string& what) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  for (size_t i = 0; i < want.size(); ++i) {
-    if (std::isnan(want[i])) {
-      EXPECT_TRUE(std::isnan(got[i])) << what << " at " << i << ": got " << got[i];
-    } else if (std::isinf(want[i]) || want[i] == 0) {
-      EXPECT_EQ(got[i], want[i]) << what << " at " << i;
-      if (want[i] == 0) {
-        EXPECT_EQ(std::signbit(got[i]), std::signbit(want[i])) << what << " at " << i;
-      }
-    } else {
-      EXPECT_NEAR(got[i], want[i], rel * std::fabs(want[i])) << what << " at " << i;
-    }
-  }
-}
+using namespace lazyx::math_test;
 
 Tensor F64(const std::vector<double>& v) { return lazyx::tensor<double>(v); }
 Tensor I64(const std::vector<int64_t>& v) { return lazyx::tensor<int64_t>(v); }
