@@ -29,6 +29,8 @@ inline int64_t wrap_dim(int64_t d, int64_t n) {
 }
 
 inline bool is_one(const c10::Scalar& s) { return !s.isComplex() && s.toDouble() == 1.0; }
+// An integer engine scalar (integer tensors keep integer arithmetic).
+inline lazyx::Scalar li(int64_t v) { return lazyx::Scalar(static_cast<long long>(v)); }
 
 inline lazyx::Dtype default_dtype(c10::optional<c10::ScalarType> d) {
   return to_lz(d.value_or(c10::get_default_dtype_as_scalartype()));
@@ -84,6 +86,8 @@ struct Guarded<F> {
 
 // For ops that run on CPU: a device tensor's CPU copy (CPU and undefined tensors pass as they
 // are), and a CPU result moved to the device.
+// A 0-d tensor as [1], for ops that need a dim.
+inline LT v1(const LT& t) { return t.dim() == 0 ? t.view({1}) : t; }
 inline at::Tensor to_cpu(const at::Tensor& t) { return is_lazyx(t) ? t.cpu() : t; }
 inline c10::optional<at::Tensor> to_cpu(const c10::optional<at::Tensor>& t) {
   if (!t.has_value()) return t;

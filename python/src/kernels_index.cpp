@@ -17,8 +17,8 @@ namespace {
 
 // A 0-dim self (or index) takes part as a 1-D tensor of one element, as in eager; results get
 // eager's shape back. v1 of a 0-dim device tensor is a view, so in-place ops through it write self.
-LT v1(const LT& t) { return t.dim() == 0 ? t.view({1}) : t; }
-LT v1(const Tensor& t) { return v1(lz(t)); }
+using lazyx_bridge::v1;
+LT v1(const Tensor& t) { return lazyx_bridge::v1(lz(t)); }
 
 Tensor index_select(const Tensor& self, int64_t dim, const Tensor& index) {
   LT r = v1(self).index_select(wrap_dim(dim, self.dim()), v1(index));

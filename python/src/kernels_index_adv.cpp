@@ -21,7 +21,6 @@ namespace {
 
 using IndexList = c10::List<optional<Tensor>>;
 
-lazyx::Scalar li(int64_t v) { return lazyx::Scalar(static_cast<long long>(v)); }
 
 // A device value read to the host for a result shape (CPU tensors are read for free).
 Tensor host_read(const Tensor& t, const char* op) {

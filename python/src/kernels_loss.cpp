@@ -13,7 +13,6 @@ using lazyx::Shape;
 
 namespace {
 
-lazyx::Scalar li(int64_t v) { return lazyx::Scalar(static_cast<long long>(v)); }
 bool has(const optional<Tensor>& t) { return t.has_value() && t->defined(); }
 // reduction: 0 none, 1 mean, 2 sum.
 LT reduce(const LT& l, int64_t red) {

@@ -13,8 +13,6 @@ using lazyx::Shape;
 
 namespace {
 
-lazyx::Scalar li(int64_t v) { return lazyx::Scalar(static_cast<long long>(v)); }
-LT v1(const LT& t) { return t.dim() == 0 ? t.view({1}) : t; }
 LT back(const Tensor& self, const LT& r) { return self.dim() == 0 ? r.reshape({}) : r; }
 
 // scatter of a value: a source of the index's shape.

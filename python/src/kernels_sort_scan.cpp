@@ -18,7 +18,6 @@ using TT = std::tuple<Tensor, Tensor>;
 using TTr = std::tuple<Tensor&, Tensor&>;
 
 LT ll(int64_t v) { return lazyx::full({}, lazyx::Scalar(static_cast<long long>(v)), lazyx::kInt64); }
-lazyx::Scalar li(int64_t v) { return lazyx::Scalar(static_cast<long long>(v)); }
 std::optional<lazyx::Dtype> opt_dtype(optional<c10::ScalarType> d) {
   if (!d.has_value()) return std::nullopt;
   return to_lz(*d);

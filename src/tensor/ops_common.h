@@ -40,5 +40,9 @@ ir::NodePtr elementwise(ir::Op op, const char* name, std::initializer_list<Arg> 
 Tensor& assign_inplace(const char* op, Tensor& self, ir::NodePtr value);
 
 void check_dtype(const char* op, Dtype d, bool allow_bool, bool allow_int, bool allow_float);
+// scatter-like ops: index, src and self of one rank; index within src, and within self except
+// along the scattered dim `d`.
+void check_scatter_shapes(const char* op, const Shape& self, const Shape& index, const Shape& src,
+                          int64_t d);
 
 }  // namespace lazyx::detail

@@ -70,17 +70,7 @@ ir::NodePtr scatter_node(Op kind, const char* op, const TensorImpl& self, int64_
   int64_t d = ir::wrap_dim(op, dim, rank);
   const TensorImpl& ii = index_arg(op, index, rank ? self.sizes()[d] : 1);
   const TensorImpl& si = impl_of(op, src);
-  if (ii.sizes().size() != self.sizes().size() || si.sizes().size() != self.sizes().size()) {
-    ir::fail(op, "index " + ir::shape_str(ii.sizes()) + ", src " + ir::shape_str(si.sizes()) +
-                     " and self " + ir::shape_str(self.sizes()) + " must have the same rank.");
-  }
-  for (int64_t k = 0; k < rank; ++k) {
-    if (ii.sizes()[k] > si.sizes()[k] || (k != d && ii.sizes()[k] > self.sizes()[k])) {
-      ir::fail(op, "index " + ir::shape_str(ii.sizes()) + " is larger than src " +
-                       ir::shape_str(si.sizes()) + " or self " + ir::shape_str(self.sizes()) +
-                       " in dimension " + std::to_string(k) + ".");
-    }
-  }
+  check_scatter_shapes(op, self.sizes(), ii.sizes(), si.sizes(), d);
   ir::Attrs a;
   a.i0 = d;
   return ir::make_node(kind, self.dtype(), self.sizes(),
@@ -114,6 +104,22 @@ ir::NodePtr index_copy_node(const char* op, const TensorImpl& self, int64_t dim,
 }
 
 }  // namespace
+
+void detail::check_scatter_shapes(const char* op, const Shape& self, const Shape& index,
+                                  const Shape& src, int64_t d) {
+  const size_t rank = self.size();
+  if (index.size() != rank || src.size() != rank) {
+    ir::fail(op, "index " + ir::shape_str(index) + ", src " + ir::shape_str(src) + " and self " +
+                     ir::shape_str(self) + " must have the same rank.");
+  }
+  for (size_t k = 0; k < rank; ++k) {
+    if (index[k] > src[k] || (static_cast<int64_t>(k) != d && index[k] > self[k])) {
+      ir::fail(op, "index " + ir::shape_str(index) + " is larger than src " + ir::shape_str(src) +
+                       " or self " + ir::shape_str(self) + " in dimension " + std::to_string(k) +
+                       ".");
+    }
+  }
+}
 
 Tensor Tensor::clone() const {
   EngineLock lock(engine_mutex());

@@ -183,18 +183,7 @@ Tensor scatter_reduce(const Tensor& x, int64_t dim, const Tensor& index, const T
   const int64_t rank = static_cast<int64_t>(self.sizes().size());
   const int64_t d = ir::wrap_dim(op, dim, rank);
   if (ii.dtype() != kInt64) ir::fail(op, "index must be an int64 tensor; call .to(kInt64).");
-  if (static_cast<int64_t>(ii.sizes().size()) != rank ||
-      static_cast<int64_t>(si.sizes().size()) != rank) {
-    ir::fail(op, "index " + ir::shape_str(ii.sizes()) + ", src " + ir::shape_str(si.sizes()) +
-                     " and self " + ir::shape_str(self.sizes()) + " must have the same rank.");
-  }
-  for (int64_t k = 0; k < rank; ++k) {
-    if (ii.sizes()[k] > si.sizes()[k] || (k != d && ii.sizes()[k] > self.sizes()[k])) {
-      ir::fail(op, "index " + ir::shape_str(ii.sizes()) + " is larger than src " +
-                       ir::shape_str(si.sizes()) + " or self " + ir::shape_str(self.sizes()) +
-                       " in dimension " + std::to_string(k) + ".");
-    }
-  }
+  check_scatter_shapes(op, self.sizes(), ii.sizes(), si.sizes(), d);
   ir::Attrs a;
   a.i0 = d;
   a.ints = {static_cast<int64_t>(kind), include_self ? 1 : 0};
