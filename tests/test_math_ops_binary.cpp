@@ -72,14 +72,28 @@ TEST(MathOpsBinary, FloatBinaryOpsAgainstLongDouble) {
 TEST(MathOpsBinary, IntegerDivisionRemainderAndBitwise) {
   on_each_backend([] {
     Tensor a = I64({7, -7, 7, -7, 6, 5, INT64_MIN});
-    Tensor b = I64({2, 2, -2, -2, 3, 0, -1});
-    // A zero divisor gives 0 (eager raises); INT64_MIN / -1 wraps.
+    Tensor b = I64({2, 2, -2, -2, 3, 7, -1});
+    // INT64_MIN / -1 wraps.
     EXPECT_EQ(floor_divide(a, b).to_vector<int64_t>(),
               (std::vector<int64_t>{3, -4, -4, 3, 2, 0, INT64_MIN}));
     EXPECT_EQ(trunc_divide(a, b).to_vector<int64_t>(),
               (std::vector<int64_t>{3, -3, -3, 3, 2, 0, INT64_MIN}));
-    EXPECT_EQ(remainder(a, b).to_vector<int64_t>(), (std::vector<int64_t>{1, 1, -1, -1, 0, 0, 0}));
-    EXPECT_EQ(fmod(a, b).to_vector<int64_t>(), (std::vector<int64_t>{1, -1, 1, -1, 0, 0, 0}));
+    EXPECT_EQ(remainder(a, b).to_vector<int64_t>(), (std::vector<int64_t>{1, 1, -1, -1, 0, 5, 0}));
+    EXPECT_EQ(fmod(a, b).to_vector<int64_t>(), (std::vector<int64_t>{1, -1, 1, -1, 0, 5, 0}));
+    // A zero divisor raises when the step runs, as in eager, and the step changes nothing.
+    using Div = Tensor (*)(const Tensor&, const Tensor&);
+    for (Div f : {static_cast<Div>(floor_divide), static_cast<Div>(trunc_divide),
+                  static_cast<Div>(remainder), static_cast<Div>(fmod)}) {
+      Tensor w = I64({10, 20});
+      mark_step();
+      w.add_(1);  // pending, would be donated
+      Tensor bad = f(w, I64({4, 0}));
+      EXPECT_THROW(mark_step(), Error);
+      EXPECT_TRUE(w.is_pending());
+      bad = Tensor();
+      mark_step();
+      EXPECT_EQ(w.to_vector<int64_t>(), (std::vector<int64_t>{11, 21}));
+    }
     Tensor x = lazyx::tensor<int32_t>({0b1100, -1, 0x7fffffff});
     Tensor y = lazyx::tensor<int32_t>({0b1010, 5, 1});
     EXPECT_EQ(bitwise_and(x, y).to_vector<int32_t>(), (std::vector<int32_t>{0b1000, 5, 1}));

@@ -295,10 +295,15 @@ def test_activation_in_training_steps(act):
         torch.testing.assert_close(pd.detach().cpu(), p.detach(), rtol=1e-4, atol=1e-5)
 
 
-def test_integer_division_by_zero_gives_zero_instead_of_raising():
-    # Documented difference: eager raises ZeroDivisionError; the device cannot raise at run time.
+@pytest.mark.parametrize("fn", [torch.floor_divide, torch.remainder, torch.fmod,
+                                lambda a, b: torch.div(a, b, rounding_mode="trunc")])
+def test_integer_division_by_zero_raises(fn):
+    # Eager raises ZeroDivisionError at the call; the device raises when the value is computed.
     a = torch.tensor([5, -5], device=DEV)
-    assert torch.floor_divide(a, torch.tensor([0, 0], device=DEV)).cpu().tolist() == [0, 0]
+    with pytest.raises(RuntimeError, match="integer division by zero"):
+        fn(a, torch.tensor([1, 0], device=DEV)).cpu()
+    assert fn(a, torch.tensor([2, 3], device=DEV)).cpu().tolist() == \
+        fn(a.cpu(), torch.tensor([2, 3])).tolist()
 
 
 def test_bitwise_on_floats_is_a_clear_error():

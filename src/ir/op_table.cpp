@@ -62,7 +62,12 @@ struct Table {
     set(Op::ReduceScatter, "reduce_scatter", F::Collective, false, false, true);
     set(Op::Broadcast, "broadcast", F::Collective, false, true, true);
     // [math ops]
-    for (auto [op, name] : math_op_names()) set(op, name, F::Elementwise, true);
+    for (auto [op, name] : math_op_names()) {
+      // Integer division by zero fails at run time (float division gives inf or NaN).
+      const bool divides = op == Op::Fmod || op == Op::Remainder || op == Op::FloorDiv ||
+                           op == Op::TruncDiv;
+      set(op, name, F::Elementwise, true, false, divides);
+    }
 
     // [sort/scan ops]
     set(Op::Sort, "sort", F::Other);

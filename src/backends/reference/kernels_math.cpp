@@ -110,6 +110,12 @@ double math_f(const backend::Instr& in, double x, double y) {
   ir::fail(ir::op_name(in.op), std::string("internal: no floating-point kernel for dtype ") +
                                    dtype_name(in.dtype) + ".");
 }
+// Integer division by zero raises, as in eager (the step fails before any donated write).
+[[noreturn]] void zero_divisor(const backend::Instr& in) {
+  ir::fail(ir::op_name(in.op), "integer division by zero: an element of the divisor is 0 (nothing "
+                               "was changed); divide floating-point tensors to get inf or NaN.");
+}
+
 
 int64_t math_i(const backend::Instr& in, int64_t x, int64_t y) {
   switch (in.op) {
@@ -127,17 +133,17 @@ int64_t math_i(const backend::Instr& in, int64_t x, int64_t y) {
     case Op::BitwiseXor:
       return x ^ y;
     case Op::Fmod:
-      if (y == 0) return 0;
+      if (y == 0) zero_divisor(in);
       return y == -1 ? 0 : x % y;
     case Op::Remainder: {
-      if (y == 0) return 0;
+      if (y == 0) zero_divisor(in);
       if (y == -1) return 0;
       int64_t r = x % y;
       return r != 0 && ((r < 0) != (y < 0)) ? r + y : r;
     }
     case Op::TruncDiv:
     case Op::FloorDiv: {
-      if (y == 0) return 0;
+      if (y == 0) zero_divisor(in);
       if (y == -1) return x == kMin ? kMin : -x;
       int64_t q = x / y;
       if (in.op == Op::FloorDiv && x % y != 0 && ((x < 0) != (y < 0))) q -= 1;
