@@ -1,5 +1,7 @@
 #include "backends/cpu/thread_pool.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -57,7 +59,7 @@ int default_num_threads() {
 struct ThreadPool::State {
   std::mutex mu;
   std::condition_variable cv;
-  int sleepers = 0;  // workers blocked on cv (guarded by mu)
+  int sleepers = 0;   // workers blocked on cv (guarded by mu)
   std::mutex run_mu;  // one parallel_for at a time; nested calls run inline
   uint64_t generation = 0;
   std::atomic<bool> stop{false};
@@ -98,13 +100,15 @@ struct ThreadPool::State {
         std::lock_guard<std::mutex> g(error_mu);
         if (!error) error = std::current_exception();
       }
-      if (done.fetch_add(1, std::memory_order_acq_rel) + 1 == nchunks.load(std::memory_order_relaxed)) {
+      if (done.fetch_add(1, std::memory_order_acq_rel) + 1 ==
+          nchunks.load(std::memory_order_relaxed)) {
         done.notify_one();
       }
     }
   }
 
   void worker_loop() {
+    pthread_setname_np(pthread_self(), "lazyx-pool");
     uint32_t seen = published();
     in_pool_job = true;
     for (;;) {
@@ -146,9 +150,8 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, int64_t min_parallel,
   if (n <= 0) return;
   if (grain < 1) grain = 1;
   const int64_t blocks = (n + grain - 1) / grain;
-  const int64_t per_thread = n >= kChunksPerThread * std::max<int64_t>(min_parallel, 1)
-                                 ? kChunksPerThread
-                                 : 1;
+  const int64_t per_thread =
+      n >= kChunksPerThread * std::max<int64_t>(min_parallel, 1) ? kChunksPerThread : 1;
   const int parts = static_cast<int>(std::min<int64_t>(blocks, num_threads_ * per_thread));
   if (num_threads_ <= 1 || parts <= 1 || n < min_parallel || in_pool_job) {
     fn(0, n);

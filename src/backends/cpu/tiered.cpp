@@ -60,6 +60,7 @@ class Upgrader {
  private:
   void loop() {
     // Below the steps' threads: it takes idle cores, not the training's.
+    pthread_setname_np(pthread_self(), "lazyx-compile");
     setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 10);
     for (;;) {
       UpgradeItem item;
@@ -102,7 +103,7 @@ class Upgrader {
 
 std::mutex g_mu;
 Upgrader* g_upgrader = nullptr;  // never deleted: stopped and joined at exit
-bool g_exited = false;            // after exit began, quick kernels stay quick
+bool g_exited = false;           // after exit began, quick kernels stay quick
 
 void at_exit() {
   Upgrader* u;
