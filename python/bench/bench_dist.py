@@ -2,7 +2,7 @@
 """Data-parallel benchmarks of lazyx.dist, every figure measured in this one run, 1 thread per
 process (LAZYX_NUM_THREADS, OMP and OpenBLAS), ranks on this machine over loopback.
 
-    /usr/bin/python3 python/bench/bench_dist.py [--quick] [--steps N] [--max-mib M]
+    /usr/bin/python3 python/bench/bench_dist.py [--quick] [--steps N] [--max-mib M] [--rounds R]
 
 1. All-reduce (sum, float32) of 1 KiB .. 64 MiB on 2 ranks, three ways in the same processes:
    lazyx (a graph op: `x.copy_(all_reduce(x)); mark_step()`, so it includes tracing, the program
@@ -74,10 +74,10 @@ def allreduce_ranks(rank, max_mib, quick, out):
         for f in (lazy, direct, torch_gloo):  # warm-up (compiles the program)
             f()
         t = {k: [] for k in ("lazyx", "gloo", "torch")}
-        for _ in range(3):  # interleaved, so noise hits all three alike
-            t["lazyx"].append(_timed(lazy, reps // 3 + 1))
-            t["gloo"].append(_timed(direct, reps // 3 + 1))
-            t["torch"].append(_timed(torch_gloo, reps // 3 + 1))
+        for _ in range(reps):  # call by call, so the machine's noise hits all three alike
+            t["lazyx"].append(_timed(lazy, 1))
+            t["gloo"].append(_timed(direct, 1))
+            t["torch"].append(_timed(torch_gloo, 1))
         rows.append((size, *(statistics.median(t[k]) for k in ("lazyx", "gloo", "torch"))))
         size *= 4
     if rank == 0:
@@ -158,6 +158,7 @@ def main():
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--max-mib", type=int, default=64)
+    ap.add_argument("--rounds", type=int, default=3, help="1 vs 2 process rounds per load")
     args = ap.parse_args()
     tmp = os.path.join("/tmp", f"lazyx_bench_dist_{os.getpid()}")
     print(f"lazyx {lazyx.backend_name()} backend, torch {torch.__version__}, "
@@ -175,29 +176,33 @@ def main():
 
     for busy in (False, True):
         spin = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if busy else None
+        rounds = []
         try:
-            ld.spawn(mlp_ranks, args=("one", args.steps, tmp + "_one"), nprocs=1)
-            ld.spawn(mlp_ranks, args=("two", args.steps, tmp + "_two"), nprocs=2)
+            for _ in range(args.rounds):  # 1 and 2 processes alternate, so load drifts hit both
+                ld.spawn(mlp_ranks, args=("one", args.steps, tmp + "_one"), nprocs=1)
+                ld.spawn(mlp_ranks, args=("two", args.steps, tmp + "_two"), nprocs=2)
+                rounds.append((eval(_read(tmp + "_one")), eval(_read(tmp + "_two"))))
         finally:
             if spin:
                 spin.kill()
                 spin.wait()
-        one, two = eval(_read(tmp + "_one")), eval(_read(tmp + "_two"))
         print(f"\n== wide MLP 784-2048-2048-10, Adam, batch 1024 per process, "
               f"{'with a busy competing process' if busy else 'quiet'} ==")
-        (w1, c1) = one["step"]
-        s1 = 1024 / w1
         print(f"{'':31} {'wall step':>10} {'samples/s':>10} {'vs 1':>6} {'efficiency':>10} "
               f"{'CPU s/step':>10} {'CPU vs 1':>8}")
-        print(f"{'1 process (no dist)':31} {w1 * 1e3:8.1f}ms {s1:10.0f} {'':6} {'':10} {c1:10.3f}")
-        for k in ("optimizer_step", "ddp"):
-            w2, c2 = two[k]
-            s2 = 2 * 1024 / w2
-            print(f"{'2 processes, ' + k:31} {w2 * 1e3:8.1f}ms {s2:10.0f} {s2 / s1:5.2f}x "
-                  f"{s2 / (2 * s1) * 100:9.0f}% {c2:10.3f} {c2 / c1:7.2f}x")
-        share = two["allreduce"] / two["optimizer_step"][0] * 100
-        print(f"gradient all-reduce alone (23 MB, one program): {two['allreduce'] * 1e3:.1f} ms = "
-              f"{share:.0f}% of the optimizer_step step")
+        for i, (one, two) in enumerate(rounds):
+            (w1, c1) = one["step"]
+            s1 = 1024 / w1
+            print(f"{f'round {i + 1}: 1 process (no dist)':31} {w1 * 1e3:8.1f}ms {s1:10.0f} "
+                  f"{'':6} {'':10} {c1:10.3f}")
+            for k in ("optimizer_step", "ddp"):
+                w2, c2 = two[k]
+                s2 = 2 * 1024 / w2
+                print(f"{'  2 processes, ' + k:31} {w2 * 1e3:8.1f}ms {s2:10.0f} {s2 / s1:5.2f}x "
+                      f"{s2 / (2 * s1) * 100:9.0f}% {c2:10.3f} {c2 / c1:7.2f}x")
+            share = two["allreduce"] / two["optimizer_step"][0] * 100
+            print(f"  gradient all-reduce alone (23 MB, one program): "
+                  f"{two['allreduce'] * 1e3:.1f} ms = {share:.0f}% of the optimizer_step step")
     for suffix in ("_ar", "_one", "_two"):
         os.remove(tmp + suffix)
 

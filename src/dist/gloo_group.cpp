@@ -14,6 +14,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "dist/control_channel.h"
 #include "dist/process_group.h"
 #include "dist/tcp_store.h"
 #include "lazyx/error.h"
@@ -57,24 +58,37 @@ void reduce_half(void* c_, const void* a_, const void* b_, size_t n) {
 template <int K>
 ReduceFn pick(Dtype d) {
   switch (d) {
-    case kFloat32: return &reduce_native<float, K>;
-    case kFloat64: return &reduce_native<double, K>;
-    case kInt32: return &reduce_native<int32_t, K>;
-    case kUInt8: return &reduce_native<uint8_t, K>;
-    case kInt8: return &reduce_native<int8_t, K>;
-    case kInt16: return &reduce_native<int16_t, K>;
-    case kInt64: return &reduce_native<int64_t, K>;
-    case kFloat16: return &reduce_half<false, K>;
-    case kBFloat16: return &reduce_half<true, K>;
-    default: return nullptr;
+    case kFloat32:
+      return &reduce_native<float, K>;
+    case kFloat64:
+      return &reduce_native<double, K>;
+    case kInt32:
+      return &reduce_native<int32_t, K>;
+    case kUInt8:
+      return &reduce_native<uint8_t, K>;
+    case kInt8:
+      return &reduce_native<int8_t, K>;
+    case kInt16:
+      return &reduce_native<int16_t, K>;
+    case kInt64:
+      return &reduce_native<int64_t, K>;
+    case kFloat16:
+      return &reduce_half<false, K>;
+    case kBFloat16:
+      return &reduce_half<true, K>;
+    default:
+      return nullptr;
   }
 }
 
 ReduceFn reduce_fn(Dtype d, ReduceOp op) {
   switch (op) {
-    case ReduceOp::Max: return pick<1>(d);
-    case ReduceOp::Min: return pick<2>(d);
-    default: return pick<0>(d);
+    case ReduceOp::Max:
+      return pick<1>(d);
+    case ReduceOp::Min:
+      return pick<2>(d);
+    default:
+      return pick<0>(d);
   }
 }
 
@@ -106,6 +120,9 @@ class GlooGroup : public ProcessGroup {
       gloo::rendezvous::PrefixStore prefixed("lazyx", *store_);
       ctx->connectFullMesh(prefixed, device_);
       ctx_ = std::move(ctx);
+      gloo::rendezvous::PrefixStore ctl_store("lazyx-ctl", *store_);
+      ctl_ = std::make_unique<ControlChannel>(rank, size, ctl_store, attr.hostname, attr.iface,
+                                              timeout_s);
       barrier();  // every rank is done with the store
     } catch (const Error&) {
       throw;
@@ -128,9 +145,15 @@ class GlooGroup : public ProcessGroup {
       gloo::AllreduceOptions o(ctx_);
       // Gloo only needs the element size; the reduction function knows the type.
       switch (dtype_size(dtype)) {
-        case 2: set_output<uint16_t>(o, data, count); break;
-        case 4: set_output<uint32_t>(o, data, count); break;
-        default: set_output<uint64_t>(o, data, count); break;
+        case 2:
+          set_output<uint16_t>(o, data, count);
+          break;
+        case 4:
+          set_output<uint32_t>(o, data, count);
+          break;
+        default:
+          set_output<uint64_t>(o, data, count);
+          break;
       }
       o.setReduceFunction(fn);
       o.setTag(next_tag());
@@ -163,6 +186,10 @@ class GlooGroup : public ProcessGroup {
       o.setTag(next_tag());
       gloo::broadcast(o);
     });
+  }
+
+  void exchange(const void* mine, void* all, size_t bytes) override {
+    run("agree", [&] { ctl_->all_gather(mine, bytes, all); });
   }
 
   void barrier() override {
@@ -209,6 +236,7 @@ class GlooGroup : public ProcessGroup {
   std::unique_ptr<gloo::rendezvous::Store> store_;
   std::shared_ptr<gloo::transport::Device> device_;
   std::shared_ptr<gloo::rendezvous::Context> ctx_;
+  std::unique_ptr<ControlChannel> ctl_;
   uint32_t tag_ = 1;
   bool broken_ = false;
   std::string broken_why_;

@@ -2,9 +2,10 @@
 // order token and the check that every rank runs the same program.
 #include "dist/process_group.h"
 
+#include <signal.h>
+
 #include <cerrno>
 #include <cinttypes>
-#include <signal.h>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -64,10 +65,14 @@ double timeout_seconds() {
 
 const char* reduce_name(ReduceOp op) {
   switch (op) {
-    case ReduceOp::Sum: return "sum";
-    case ReduceOp::Mean: return "mean";
-    case ReduceOp::Max: return "max";
-    case ReduceOp::Min: return "min";
+    case ReduceOp::Sum:
+      return "sum";
+    case ReduceOp::Mean:
+      return "mean";
+    case ReduceOp::Max:
+      return "max";
+    case ReduceOp::Min:
+      return "min";
   }
   return "?";
 }
@@ -98,7 +103,8 @@ void init(int rank, int world_size, const Store& store) {
   if (store.kind == Store::Kind::File && store.path.empty()) {
     throw Error("[dist.init] the file store needs a directory path every rank can see.");
   }
-  if (store.kind == Store::Kind::Tcp && (store.host.empty() || store.port <= 0 || store.port > 65535)) {
+  if (store.kind == Store::Kind::Tcp &&
+      (store.host.empty() || store.port <= 0 || store.port > 65535)) {
     throw Error("[dist.init] the TCP store needs the host of rank 0 and a port in 1..65535, got '" +
                 store.host + ":" + std::to_string(store.port) + "'.");
   }
@@ -157,24 +163,26 @@ void agree_on_program(const char* op, uint64_t graph_hash) {
   std::vector<int64_t> all(static_cast<size_t>(g.size()));
   int64_t mine = static_cast<int64_t>(graph_hash);
   try {
-    g.all_gather(&mine, all.data(), 1, kInt64);
+    g.exchange(&mine, all.data(), sizeof mine);
   } catch (const Error& e) {
     throw Error(std::string("[") + op + "] rank " + std::to_string(g.rank()) +
                 " was about to run graph " + hex(graph_hash) +
                 " (it has collectives) but the other ranks did not join within " +
                 std::to_string(timeout_seconds()) +
                 " s (LAZYX_DIST_TIMEOUT): a rank stopped, died or ran a different sequence of "
-                "syncs. " + e.what());
+                "syncs. " +
+                e.what());
   }
   std::string diff;
   for (size_t r = 0; r < all.size(); ++r) {
     if (all[r] != mine) {
-      diff += (diff.empty() ? "" : ", ") + std::string("rank ") + std::to_string(r) + " runs graph " +
-              hex(static_cast<uint64_t>(all[r]));
+      diff += (diff.empty() ? "" : ", ") + std::string("rank ") + std::to_string(r) +
+              " runs graph " + hex(static_cast<uint64_t>(all[r]));
     }
   }
   if (!diff.empty()) {
-    throw Error(std::string("[") + op + "] the ranks disagree on the program with collectives: rank " +
+    throw Error(std::string("[") + op +
+                "] the ranks disagree on the program with collectives: rank " +
                 std::to_string(g.rank()) + " runs graph " + hex(graph_hash) + ", " + diff +
                 ". Every rank must trace the same ops and sync the same way (a value read with "
                 ".item() or print on one rank only runs an extra program there). Nothing ran.");

@@ -25,6 +25,10 @@ class ProcessGroup {
   virtual void all_gather(const void* in, void* out, int64_t count, Dtype dtype) = 0;
   virtual void broadcast(void* data, int64_t count, Dtype dtype, int root) = 0;
   virtual void barrier() = 0;
+  // Small control messages (the per-step program agreement): every rank's bytes, in rank order.
+  virtual void exchange(const void* mine, void* all, size_t bytes) {
+    all_gather(mine, all, static_cast<int64_t>(bytes), kUInt8);
+  }
 };
 
 // The group, or a clear error naming `op` when init() has not run.
