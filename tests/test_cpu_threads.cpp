@@ -124,6 +124,25 @@ TEST(CpuThreads, ParallelForRethrowsAndRunsNestedCallsInline) {
   EXPECT_EQ(count.load(), 100000);
 }
 
+// Jobs with alternating chunk counts back to back, every index once. (A worker preempted while
+// reading the previous job's claim word once took a chunk of it against the next job's bounds:
+// a benchmark hung after minutes. This stress test runs that path; it cannot force the rare
+// interleaving.)
+TEST(CpuThreads, BackToBackJobsOfDifferentSizesNeverMixUp) {
+  ThreadPool& pool = ThreadPool::get();
+  std::vector<int> hits(4096);
+  for (int iter = 0; iter < 20000; ++iter) {
+    const int64_t n = iter % 2 ? 4096 : 2 + iter % 7;
+    pool.parallel_for(n, 1, 0, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)]++;
+    });
+    for (int64_t i = 0; i < n; ++i) {
+      ASSERT_EQ(hits[static_cast<size_t>(i)], 1) << "job " << iter << " index " << i;
+      hits[static_cast<size_t>(i)] = 0;
+    }
+  }
+}
+
 TEST(CpuThreads, GemmBlocksTileEveryDimension) {
   for (int64_t size : {1, 7, 8, 9, 100, 257, 1000}) {
     for (int64_t pieces : {1, 2, 3, 5, 8}) {

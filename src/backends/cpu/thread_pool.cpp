@@ -83,7 +83,7 @@ struct ThreadPool::State {
     for (;;) {
       if (static_cast<uint32_t>(c >> 32) != gen) return false;
       uint32_t i = static_cast<uint32_t>(c);
-      if (i >= nchunks.load(std::memory_order_relaxed)) return false;
+      if (i >= nchunks.load(std::memory_order_acquire)) return false;
       if (claim.compare_exchange_weak(c, c + 1, std::memory_order_acq_rel)) {
         idx = i;
         return true;
@@ -167,12 +167,16 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, int64_t min_parallel,
   bool wake;
   {
     std::lock_guard<std::mutex> lock(s.mu);
+    // Close the previous job first: a worker that read its claim word before this store fails
+    // its compare-exchange, so it cannot take a chunk of the old job counted against the new
+    // one's bounds (which would run a half-written range and over-count `done`).
+    s.claim.store((s.generation << 32) | 0xffffffffu, std::memory_order_release);
     s.fn = &fn;
     s.chunks.assign(parts, {0, 0});
     for (int p = 0; p < parts; ++p) {
       s.chunks[p] = {blocks * p / parts * grain, std::min(n, blocks * (p + 1) / parts * grain)};
     }
-    s.nchunks.store(static_cast<uint32_t>(parts), std::memory_order_relaxed);
+    s.nchunks.store(static_cast<uint32_t>(parts), std::memory_order_release);
     s.error = nullptr;
     s.done.store(0, std::memory_order_relaxed);
     s.generation++;
