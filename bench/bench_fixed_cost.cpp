@@ -1,0 +1,66 @@
+// The fixed cost of a cached step on the cpu backend: `x.add_(1); mark_step()` on a donated
+// 1024-float tensor (trace one op, hash, cache lookup, donation, launch, commit), against the
+// same update as a hand loop and a cached step of 16 x 1024 floats (the work it adds).
+//   bench_fixed_cost [steps]   prints "name value unit" lines.
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "bench_util.h"
+#include "lazyx/lazyx.h"
+
+using namespace lazyx;
+using Clock = std::chrono::steady_clock;
+
+__attribute__((noinline)) static void hand_add(float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] += 1.0f;
+}
+
+// Median microseconds per step over `rounds` batches of `steps` cached steps.
+static double step_us(int64_t n, int steps, int rounds) {
+  Tensor x = full({n}, 0.0f);
+  mark_step();
+  for (int i = 0; i < 20; ++i) {  // warm-up: compile, then the full tier replaces the quick one
+    x.add_(1);
+    mark_step();
+  }
+  wait_for_background_compiles();
+  std::vector<double> per;
+  for (int r = 0; r < rounds; ++r) {
+    auto t0 = Clock::now();
+    for (int i = 0; i < steps; ++i) {
+      x.add_(1);
+      mark_step();
+    }
+    per.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / steps);
+  }
+  const float want = static_cast<float>(20 + steps * rounds);
+  if (x.to_vector<float>()[n - 1] != want) {
+    std::fprintf(stderr, "bench_fixed_cost: wrong result\n");
+    std::exit(1);
+  }
+  return bench::median(per);
+}
+
+int main(int argc, char** argv) {
+  const int steps = argc > 1 ? std::atoi(argv[1]) : 20000;
+  set_backend("cpu");
+  const double small = step_us(1024, steps, 7);
+  const double big = step_us(16 * 1024, steps / 4, 7);
+  std::vector<float> h(1024, 0.0f);
+  std::vector<double> hand;
+  for (int r = 0; r < 7; ++r) {
+    auto t0 = Clock::now();
+    for (int i = 0; i < steps; ++i) hand_add(h.data(), 1024);
+    hand.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / steps);
+  }
+  const double hand_us = bench::median(hand);
+  std::printf("threads %d\n", bench::num_threads());
+  std::printf("cached_step_1k %.3f us\n", small);
+  std::printf("cached_step_16k %.3f us\n", big);
+  std::printf("hand_loop_1k %.3f us\n", hand_us);
+  std::printf("fixed_cost_per_step %.3f us\n", small - hand_us);
+  std::printf("ratio_step_over_hand_1k %.1f x\n", small / hand_us);
+  return h[0] > 0 ? 0 : 1;
+}
