@@ -10,6 +10,9 @@ import lazyx
 
 # CI budget: every dtype, with fewer samples per op beyond float32.
 PLAN = [("float32", 8), ("float64", 4), ("bfloat16", 4), ("int64", 4), ("bool", 4)]
+# Share of float32 entries that run natively, forward and backward (no CPU fallback): a floor
+# that only moves up, so an op that starts falling back again fails the suite.
+NATIVE_FLOOR_FLOAT32 = 0.82
 
 
 def _table_path():
@@ -48,4 +51,9 @@ def test_opinfo_suite(capsys):
         print("\nOpInfo suite, table in " + path)
         for line in lines:
             print("  " + line)
+    f32 = harness.counts(results["float32"])
+    share = f32["native"] / max(1, sum(f32.values()))
+    if share < NATIVE_FLOOR_FLOAT32:
+        bad.append(f"float32: {share:.1%} of entries native, below the floor "
+                   f"{NATIVE_FLOOR_FLOAT32:.0%}: {f32}")
     assert not bad, "\n".join(bad)
