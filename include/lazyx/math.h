@@ -99,5 +99,29 @@ Tensor modified_bessel_k1(const Tensor& x);
 Tensor scaled_modified_bessel_k0(const Tensor& x);
 Tensor scaled_modified_bessel_k1(const Tensor& x);
 Tensor spherical_bessel_j0(const Tensor& x);
+Tensor airy_ai(const Tensor& x);
+// Orthogonal polynomials p_n(x) of degree n, which is truncated to an integer (a negative, NaN
+// or out-of-range n gives 0); the shifted Chebyshev kinds are the plain ones at 2x - 1.
+#define LAZYX_MATH_SPECIAL2(fn)                \
+  Tensor fn(const Tensor& a, const Tensor& b); \
+  Tensor fn(const Tensor& a, Scalar b);        \
+  Tensor fn(Scalar a, const Tensor& b);
+LAZYX_MATH_SPECIAL2(chebyshev_polynomial_t)  // (x, n)
+LAZYX_MATH_SPECIAL2(chebyshev_polynomial_u)
+LAZYX_MATH_SPECIAL2(chebyshev_polynomial_v)
+LAZYX_MATH_SPECIAL2(chebyshev_polynomial_w)
+LAZYX_MATH_SPECIAL2(shifted_chebyshev_polynomial_t)
+LAZYX_MATH_SPECIAL2(shifted_chebyshev_polynomial_u)
+LAZYX_MATH_SPECIAL2(shifted_chebyshev_polynomial_v)
+LAZYX_MATH_SPECIAL2(shifted_chebyshev_polynomial_w)
+LAZYX_MATH_SPECIAL2(hermite_polynomial_h)   // physicists'
+LAZYX_MATH_SPECIAL2(hermite_polynomial_he)  // probabilists'
+LAZYX_MATH_SPECIAL2(laguerre_polynomial_l)
+LAZYX_MATH_SPECIAL2(legendre_polynomial_p)
+// Hurwitz zeta(x, q) and the regularized incomplete gamma functions P(a, x), Q(a, x).
+LAZYX_MATH_SPECIAL2(zeta)
+LAZYX_MATH_SPECIAL2(igamma)
+LAZYX_MATH_SPECIAL2(igammac)
+#undef LAZYX_MATH_SPECIAL2
 
 }  // namespace lazyx

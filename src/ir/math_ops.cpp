@@ -38,6 +38,7 @@ const std::vector<std::pair<Op, const char*>>& math_op_names() {
       {Op::BitwiseOr, "bitwise_or"},
       {Op::BitwiseXor, "bitwise_xor"},
       {Op::Nextafter, "nextafter"},
+      {Op::SpecialFn2, "special_fn2"},
   };
   return names;
 }

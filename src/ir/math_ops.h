@@ -1,4 +1,5 @@
-// The elementwise math ops beyond the basics: their names, and the ids of SpecialFn.
+// The elementwise math ops beyond the basics: their names, and the ids of SpecialFn and
+// SpecialFn2.
 #pragma once
 
 #include <utility>
@@ -8,9 +9,9 @@
 
 namespace lazyx::ir {
 
-// The math ops form one contiguous range of the enum, from Floor to Nextafter.
-inline bool is_math_op(Op op) { return op >= Op::Floor && op <= Op::Nextafter; }
-inline bool is_math_binary(Op op) { return op >= Op::Atan2 && op <= Op::Nextafter; }
+// The math ops form one contiguous range of the enum, from Floor to SpecialFn2.
+inline bool is_math_op(Op op) { return op >= Op::Floor && op <= Op::SpecialFn2; }
+inline bool is_math_binary(Op op) { return op >= Op::Atan2 && op <= Op::SpecialFn2; }
 inline bool is_bitwise(Op op) {
   return op == Op::BitwiseNot || op == Op::BitwiseAnd || op == Op::BitwiseOr ||
          op == Op::BitwiseXor;
@@ -41,6 +42,28 @@ enum class Special : int64_t {
   ScaledModBesselK0,
   ScaledModBesselK1,
   SphericalBesselJ0,
+  AiryAi,
+  kNum,
+};
+
+// SpecialFn2's functions (attrs.i0) of operands (x, n), (x, q) or (a, x), in double. The
+// polynomials take the degree n as a float and truncate it to an integer, as PyTorch does.
+enum class Special2 : int64_t {
+  ChebyshevT,
+  ChebyshevU,
+  ChebyshevV,
+  ChebyshevW,
+  ShiftedChebyshevT,
+  ShiftedChebyshevU,
+  ShiftedChebyshevV,
+  ShiftedChebyshevW,
+  HermiteH,
+  HermiteHe,
+  LaguerreL,
+  LegendreP,
+  Zeta,     // Hurwitz zeta(x, q)
+  Igamma,   // regularized lower incomplete gamma P(a, x)
+  Igammac,  // regularized upper incomplete gamma Q(a, x)
   kNum,
 };
 

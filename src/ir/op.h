@@ -47,6 +47,7 @@ enum class Op : uint8_t {
   SpecialFn,  // unary; attrs.i0 = ir::Special id, attrs.ints = {order} where the function has one
   Atan2, Hypot, Copysign, Fmod, Remainder, FloorDiv, TruncDiv, BitwiseAnd, BitwiseOr, BitwiseXor,
   Nextafter,
+  SpecialFn2,  // binary, floating only; attrs.i0 = ir::Special2 id
 
   // Sorts, scans and more reductions (reference: kernels_sort_scan.cpp).
   // [sort/scan ops]

@@ -46,7 +46,8 @@ Tensor rounding(Op op, const char* name, const Tensor& t) {
 enum class Kind { Float, Same, Bitwise, FloatOnly };
 
 // A host Scalar operand becomes a run-time scalar node: a new value does not recompile.
-Tensor binary_args(Op op, const char* name, const Arg& x, const Arg& y, Kind kind) {
+Tensor binary_args(Op op, const char* name, const Arg& x, const Arg& y, Kind kind,
+                   ir::Attrs attrs = {}) {
   Dtype rt = promote({x, y});
   if (kind == Kind::Bitwise) {
     if (is_floating(rt)) {
@@ -64,19 +65,28 @@ Tensor binary_args(Op op, const char* name, const Arg& x, const Arg& y, Kind kin
     ir::fail(name, "bool tensors are not supported; convert them to an integer dtype first.");
   }
   Shape shape = ir::broadcast_shapes(name, x.shape(), y.shape());
-  return make_tensor(ir::make_node(op, rt, std::move(shape), {node_of(x, rt), node_of(y, rt)}));
+  return make_tensor(
+      ir::make_node(op, rt, std::move(shape), {node_of(x, rt), node_of(y, rt)}, std::move(attrs)));
 }
-Tensor binary(Op op, const char* name, const Tensor& a, const Tensor& b, Kind kind) {
+Tensor binary(Op op, const char* name, const Tensor& a, const Tensor& b, Kind kind,
+              ir::Attrs attrs = {}) {
   LAZYX_LOCK;
-  return binary_args(op, name, arg(name, a), arg(name, b), kind);
+  return binary_args(op, name, arg(name, a), arg(name, b), kind, std::move(attrs));
 }
-Tensor binary(Op op, const char* name, const Tensor& a, Scalar b, Kind kind) {
+Tensor binary(Op op, const char* name, const Tensor& a, Scalar b, Kind kind, ir::Attrs attrs = {}) {
   LAZYX_LOCK;
-  return binary_args(op, name, arg(name, a), arg(b), kind);
+  return binary_args(op, name, arg(name, a), arg(b), kind, std::move(attrs));
 }
-Tensor binary(Op op, const char* name, Scalar a, const Tensor& b, Kind kind) {
+Tensor binary(Op op, const char* name, Scalar a, const Tensor& b, Kind kind, ir::Attrs attrs = {}) {
   LAZYX_LOCK;
-  return binary_args(op, name, arg(a), arg(name, b), kind);
+  return binary_args(op, name, arg(a), arg(name, b), kind, std::move(attrs));
+}
+
+// SpecialFn2 `id`: both operands in their promoted floating dtype (integers give float32).
+ir::Attrs special2_attrs(ir::Special2 id) {
+  ir::Attrs attrs;
+  attrs.i0 = static_cast<int64_t>(id);
+  return attrs;
 }
 
 // A Scalar operand as a 0-d tensor of the dtype the pair promotes to.
@@ -312,6 +322,36 @@ Tensor scaled_modified_bessel_k1(const Tensor& x) {
 Tensor spherical_bessel_j0(const Tensor& x) {
   return special(S::SphericalBesselJ0, "spherical_bessel_j0", x);
 }
+Tensor airy_ai(const Tensor& x) { return special(S::AiryAi, "airy_ai", x); }
+
+#define LAZYX_SPECIAL2(fn, ID)                                                 \
+  Tensor fn(const Tensor& a, const Tensor& b) {                                \
+    return binary(Op::SpecialFn2, #fn, a, b, Kind::Float, special2_attrs(ID)); \
+  }                                                                            \
+  Tensor fn(const Tensor& a, Scalar b) {                                       \
+    return binary(Op::SpecialFn2, #fn, a, b, Kind::Float, special2_attrs(ID)); \
+  }                                                                            \
+  Tensor fn(Scalar a, const Tensor& b) {                                       \
+    return binary(Op::SpecialFn2, #fn, a, b, Kind::Float, special2_attrs(ID)); \
+  }
+using S2 = ir::Special2;
+LAZYX_SPECIAL2(chebyshev_polynomial_t, S2::ChebyshevT)
+LAZYX_SPECIAL2(chebyshev_polynomial_u, S2::ChebyshevU)
+LAZYX_SPECIAL2(chebyshev_polynomial_v, S2::ChebyshevV)
+LAZYX_SPECIAL2(chebyshev_polynomial_w, S2::ChebyshevW)
+LAZYX_SPECIAL2(shifted_chebyshev_polynomial_t, S2::ShiftedChebyshevT)
+LAZYX_SPECIAL2(shifted_chebyshev_polynomial_u, S2::ShiftedChebyshevU)
+LAZYX_SPECIAL2(shifted_chebyshev_polynomial_v, S2::ShiftedChebyshevV)
+LAZYX_SPECIAL2(shifted_chebyshev_polynomial_w, S2::ShiftedChebyshevW)
+LAZYX_SPECIAL2(hermite_polynomial_h, S2::HermiteH)
+LAZYX_SPECIAL2(hermite_polynomial_he, S2::HermiteHe)
+LAZYX_SPECIAL2(laguerre_polynomial_l, S2::LaguerreL)
+LAZYX_SPECIAL2(legendre_polynomial_p, S2::LegendreP)
+LAZYX_SPECIAL2(zeta, S2::Zeta)
+LAZYX_SPECIAL2(igamma, S2::Igamma)
+LAZYX_SPECIAL2(igammac, S2::Igammac)
+#undef LAZYX_SPECIAL2
+
 Tensor entr(const Tensor& x0) {
   Tensor x = is_floating(x0.dtype()) ? x0 : x0.to(kFloat32);
   Tensor pos = x.mul(x.log()).neg();

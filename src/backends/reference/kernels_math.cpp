@@ -104,6 +104,8 @@ double math_f(const backend::Instr& in, double x, double y) {
         return std::nextafter(static_cast<float>(x), static_cast<float>(y));
       }
       return std::nextafter(x, y);
+    case Op::SpecialFn2:
+      return special::eval2(static_cast<ir::Special2>(in.attrs.i0), x, y);
     default:
       break;
   }

@@ -54,26 +54,6 @@ constexpr double kB2kOverFact[] = {1.0 / 12,
                                    43867.0 / 5109094217170944000.0,
                                    -174611.0 / 802857662698291200000.0};
 
-// Hurwitz zeta(s, q) = sum_k (q + k)^-s for s > 1, q > 0.
-double hurwitz_zeta(double s, double q) {
-  // Sum directly until q + N >= 10 (q may be negative, between poles, for integer s).
-  const int kN = std::max(12, static_cast<int>(std::ceil(10 - q)));
-  double sum = 0;
-  for (int k = 0; k < kN; ++k) sum += std::pow(q + k, -s);
-  double a = q + kN;
-  sum += std::pow(a, 1 - s) / (s - 1) + 0.5 * std::pow(a, -s);
-  double fac = s;                   // s (s+1) ... (s+2j-2)
-  double pw = std::pow(a, -s - 1);  // a^(-s-2j+1)
-  for (int j = 0; j < 10; ++j) {
-    double t = kB2kOverFact[j] * fac * pw;
-    sum += t;
-    if (std::fabs(t) < 1e-17 * std::fabs(sum)) break;
-    fac *= (s + 2 * j + 1) * (s + 2 * j + 2);
-    pw /= a * a;
-  }
-  return sum;
-}
-
 // I_nu(x) * exp(-|x|) for nu = 0, 1 and x >= 0, without overflow for large x.
 double scaled_bessel_i(int nu, double x) {
   if (x < 600) return std::cyl_bessel_i(static_cast<double>(nu), x) * std::exp(-x);
@@ -111,6 +91,32 @@ double bessel_k(int nu, double x, bool scaled) {
 }
 
 }  // namespace
+
+double hurwitz_zeta(double s, double q) {
+  // Sum directly until q + N >= 10 (q may be negative, between poles, for integer s), or until
+  // the decreasing terms, with the integral bound of the rest, no longer change the sum.
+  const int kN = std::max(12, static_cast<int>(std::ceil(10 - q)));
+  double sum = 0;
+  for (int k = 0; k < kN; ++k) {
+    const double t = std::pow(q + k, -s);
+    sum += t;
+    if (k > 0 && q + k > 0 && (t == 0 || t * (1 + (q + k) / (s - 1)) <= 1e-17 * std::fabs(sum))) {
+      return sum;
+    }
+  }
+  double a = q + kN;
+  sum += std::pow(a, 1 - s) / (s - 1) + 0.5 * std::pow(a, -s);
+  double fac = s;                   // s (s+1) ... (s+2j-2)
+  double pw = std::pow(a, -s - 1);  // a^(-s-2j+1)
+  for (int j = 0; j < 10; ++j) {
+    double t = kB2kOverFact[j] * fac * pw;
+    sum += t;
+    if (std::fabs(t) < 1e-17 * std::fabs(sum)) break;
+    fac *= (s + 2 * j + 1) * (s + 2 * j + 2);
+    pw /= a * a;
+  }
+  return sum;
+}
 
 double erfinv(double y) {
   if (std::isnan(y) || y < -1 || y > 1) return kNan;
@@ -252,6 +258,8 @@ double eval(ir::Special id, int64_t order, double x, bool single) {
     case S::SphericalBesselJ0:
       if (std::isinf(x)) return 0.0;
       return x == 0 ? 1.0 : std::sin(x) / x;
+    case S::AiryAi:
+      return airy_ai(x);
     case S::kNum:
       break;
   }
