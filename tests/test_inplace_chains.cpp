@@ -136,14 +136,67 @@ TEST_P(InPlaceChains, IndexCopyThenFillThenScale) {
       });
 }
 
-// An update that can fail on a bad index after a full update: the full update cannot run in the
-// donated buffer (a failed step must change nothing), so the step reports the copy and its size.
-TEST_P(InPlaceChains, ForcedCopyIsReportedAndCounted) {
+// Index ops check their indices as soon as the indices are computed, so the updates before them
+// need not wait for the op itself to run in the donated buffer.
+TEST_P(InPlaceChains, DecayThenIndexCopy) {
+  Tensor idx = rows_3_7(), src = two_rows();
+  mark_step();
+  expect_in_place(
+      [&](Tensor& t) {
+        t.mul_(0.5);
+        t.index_copy_(0, idx, src);
+      },
+      [](std::vector<float>& h) {
+        host_rows(h, 0, kR, 0.5f, 0);
+        for (int64_t c = 0; c < kC; ++c) {
+          h[3 * kC + c] = two_rows_at(0, c);
+          h[7 * kC + c] = two_rows_at(1, c);
+        }
+      });
+}
+
+TEST_P(InPlaceChains, IndexCopyTwiceWithComputedIndices) {
+  Tensor idx = rows_3_7(), src = two_rows();
+  mark_step();
+  expect_in_place(
+      [&](Tensor& t) {
+        t.index_copy_(0, idx, src);
+        t.index_copy_(0, idx + 1, src * 2);
+      },
+      [](std::vector<float>& h) {
+        for (int64_t c = 0; c < kC; ++c) {
+          h[3 * kC + c] = two_rows_at(0, c);
+          h[7 * kC + c] = two_rows_at(1, c);
+          h[4 * kC + c] = 2 * two_rows_at(0, c);
+          h[8 * kC + c] = 2 * two_rows_at(1, c);
+        }
+      });
+}
+
+// A bad index fails the step before anything donated is written, although the update before
+// the index op runs in place: a value read from the old buffer afterwards is unchanged.
+TEST_P(InPlaceChains, BadIndexAfterInPlaceUpdateChangesNothing) {
   Tensor table = full({kR, kC}, 1.0f);
-  Tensor idx = tensor<int64_t>({3, 7}, {2});
+  Tensor bad = tensor<int64_t>({0, kR - 1}, {2});
+  Tensor src = full({2, kC}, 5.0f);
+  mark_step();
+  Tensor before = table.narrow(0, 0, 8) * 1;
+  table.mul_(0.5);
+  table.index_copy_(0, bad + 1, src);  // {1, kR}, found when the step runs
+  testing::expect_error([&] { mark_step(); }, {"index_copy", "nothing was changed"});
+  std::vector<float> got = before.to_vector<float>();
+  for (float v : got) ASSERT_EQ(v, 1.0f);
+}
+
+// An update followed by an index op whose indices are computed from the update: the update
+// cannot run in the donated buffer (a failed step must change nothing), so the step reports the
+// copy and its size.
+TEST_P(InPlaceChains, ForcedCopyIsReportedAndCounted) {
+  Tensor table = full({kR, kC}, 6.0f);
   Tensor src = full({2, kC}, 5.0f);
   mark_step();
   table.mul_(0.5);
+  Tensor idx = table.narrow(0, 0, 2).select(1, 0).to(kInt64);  // {3, 3}
   table.index_copy_(0, idx, src);
   mark_step();
   const StepReport r = last_step();
@@ -153,14 +206,15 @@ TEST_P(InPlaceChains, ForcedCopyIsReportedAndCounted) {
   EXPECT_GE(r.scratch_bytes, kR * kC * 4) << r.to_string();
   EXPECT_NE(r.to_string().find("scratch copy:"), std::string::npos);
   EXPECT_EQ(table.select(0, 3).to_vector<float>()[0], 5.0f);
-  EXPECT_EQ(table.select(0, 4).to_vector<float>()[0], 0.5f);
+  EXPECT_EQ(table.select(0, 4).to_vector<float>()[0], 3.0f);
   // A chain that runs in place reports no copy.
   table.narrow(0, 0, 10).add_(1);
   table.narrow(0, 5, 10).add_(1);
   mark_step();
   EXPECT_EQ(last_step().scratch_reason, "");
   EXPECT_LT(last_step().scratch_bytes, kR * kC * 4 / 10) << last_step().to_string();
-  EXPECT_EQ(table.select(0, 7).to_vector<float>()[0], 7.0f);
+  EXPECT_EQ(table.select(0, 3).to_vector<float>()[0], 6.0f);
+  EXPECT_EQ(table.select(0, 7).to_vector<float>()[0], 5.0f);
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, InPlaceChains, ::testing::ValuesIn(backend_names()));

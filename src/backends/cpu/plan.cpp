@@ -13,6 +13,7 @@
 
 #include "backends/cpu/plan_chains.h"
 #include "backends/cpu/plan_gemm.h"
+#include "backends/reference/kernels.h"
 #include "ir/shape_infer.h"
 #include "lazyx/error.h"
 #include "runtime/env.h"
@@ -364,7 +365,14 @@ std::unique_ptr<CpuProgram> plan(const LoweredGraph& g) {
     bool fails = false;
     for (int32_t m : units[u].members) {
       const Instr& mi = g.instrs[m];
-      fails = fails || ir::op_info(mi.op).can_fail;
+      if (ir::op_info(mi.op).can_fail && !reference::index_operands(mi).empty()) {
+        // Checked right after its indices are computed (a Check step): those units go first.
+        for (int32_t q : reference::index_operands(mi)) {
+          if (unit_of[mi.inputs[q]] >= 0) failing.push_back(unit_of[mi.inputs[q]]);
+        }
+      } else {
+        fails = fails || ir::op_info(mi.op).can_fail;
+      }
       for (int32_t c : mi.inputs) {
         if (g.instrs[c].op == Op::Parameter) readers[c].insert(u);
       }
@@ -499,10 +507,25 @@ std::unique_ptr<CpuProgram> plan(const LoweredGraph& g) {
     skipped[u] = !any;
   }
   for (size_t o = 0; o < nout; ++o) last_use[g.outputs[o]] = kEnd;
+  // Donated writes wait for every op that can fail (last_failing > pos: not yet). An index op's
+  // indices are checked before the unit at check position `cp`, right after the last of them.
   int32_t last_failing = -1;
+  std::vector<std::vector<int32_t>> checks_at(nunits + 1);
   for (int32_t u = 0; u < nunits; ++u) {
     for (int32_t m : units[u].members) {
-      if (ir::op_info(g.instrs[m].op).can_fail) last_failing = std::max(last_failing, pos[u]);
+      const Instr& mi = g.instrs[m];
+      if (!ir::op_info(mi.op).can_fail) continue;
+      const std::vector<int32_t> ix = reference::index_operands(mi);
+      if (ix.empty()) {
+        last_failing = std::max(last_failing, pos[u]);
+        continue;
+      }
+      int32_t cp = 0;
+      for (int32_t q : ix) {
+        if (unit_of[mi.inputs[q]] >= 0) cp = std::max(cp, pos[unit_of[mi.inputs[q]]] + 1);
+      }
+      checks_at[cp].push_back(m);
+      last_failing = std::max(last_failing, cp);
     }
   }
 
@@ -669,7 +692,17 @@ std::unique_ptr<CpuProgram> plan(const LoweredGraph& g) {
   p->arena_bytes = arena.size();
 
   // Steps and fused loop specs.
+  auto add_checks = [&](int32_t step) {
+    for (int32_t m : checks_at[step]) {
+      Step c;
+      c.kind = StepKind::Check;
+      c.instr = m;
+      c.numel = 1;
+      p->steps.push_back(std::move(c));
+    }
+  };
   for (int32_t step = 0; step < nunits; ++step) {
+    add_checks(step);
     int32_t u = order[step];
     const Unit& U = units[u];
     Step s;
@@ -758,10 +791,13 @@ std::unique_ptr<CpuProgram> plan(const LoweredGraph& g) {
     p->specs.push_back(std::move(spec));
     p->steps.push_back(std::move(s));
   }
+  add_checks(nunits);
   if (env::flag("LAZYX_CPU_DUMP_PLAN", false)) {
     std::string out = "[cpu plan]";
     for (const Step& s : p->steps) {
-      if (s.kind == StepKind::Fused) {
+      if (s.kind == StepKind::Check) {
+        out += std::string(" check(") + ir::op_name(g.instrs[s.instr].op) + ")";
+      } else if (s.kind == StepKind::Fused) {
         out += " loop(";
         for (int32_t m : p->specs[s.spec].members) {
           out += std::string(ir::op_name(g.instrs[m].op)) + " ";
