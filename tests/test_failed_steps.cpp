@@ -82,6 +82,7 @@ TEST_P(FailedSteps, AllocationFailureAtEveryPointChangesNothing) {
   {  // compile once, so the sweep below runs the cached program
     Model warm;
     Tensor out = warm.trace();
+    Tensor out2 = out * 2;
     mark_step();
     expect_near(out, want.out, "warm-up");
   }
@@ -90,6 +91,7 @@ TEST_P(FailedSteps, AllocationFailureAtEveryPointChangesNothing) {
   for (int64_t n = 0; n < 200 && !succeeded; ++n) {
     Model md;
     Tensor out = md.trace();
+    Tensor out2 = out * 2;  // a second fresh output: the updates themselves allocate nothing
     runtime::fail_allocation_after(n);
     try {
       mark_step();
@@ -110,6 +112,9 @@ TEST_P(FailedSteps, AllocationFailureAtEveryPointChangesNothing) {
     expect_near(md.p2, want.p2, "p2 at n=" + std::to_string(n));
     expect_near(md.m, want.m, "m at n=" + std::to_string(n));
     expect_near(out, want.out, "out at n=" + std::to_string(n));
+    std::vector<float> twice(want.out);
+    for (float& v : twice) v *= 2;
+    expect_near(out2, twice, "out2 at n=" + std::to_string(n));
   }
   EXPECT_TRUE(succeeded);
   EXPECT_GT(failures, 1);  // the step allocates several buffers; each failure point was tried

@@ -117,6 +117,15 @@ class CpuBackend : public backend::Backend {
     std::vector<backend::ScalarValue> local_scalars;
     for (const Step& s : p.steps) {
       if (s.numel == 0 && s.pre_copies.empty()) continue;
+      if (s.kind == StepKind::Check) {
+        const Instr& in = g.instrs[s.instr];
+        std::vector<Val> vals;
+        for (int32_t c : in.inputs) vals.push_back({ptr[c], g.instrs[c].dtype, g.instrs[c].shape});
+        std::vector<const Val*> ops;
+        for (const Val& v : vals) ops.push_back(&v);
+        reference::check_indices(in, ops);
+        continue;
+      }
       if (s.kind == StepKind::Fused) {
         bufs.assign(s.arg_instr.size(), nullptr);
         for (size_t a = 0; a < s.arg_instr.size(); ++a) bufs[a] = ptr[s.arg_instr[a]];

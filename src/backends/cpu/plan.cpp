@@ -11,7 +11,9 @@
 #include <set>
 #include <string>
 
+#include "backends/cpu/plan_chains.h"
 #include "backends/cpu/plan_gemm.h"
+#include "backends/reference/kernels.h"
 #include "ir/shape_infer.h"
 #include "lazyx/error.h"
 #include "runtime/env.h"
@@ -79,43 +81,6 @@ class ArenaPlanner {
 
 bool is_leaf(Op op) { return op == Op::Parameter || op == Op::Scalar; }
 
-// A view that reads its operand exactly as it is laid out: rule 6 allows it to read a donated
-// buffer that the same loop writes.
-bool view_is_identity(const Instr& v, const Instr& src) {
-  if (v.attrs.i0 != 0 || ir::shape_numel(v.shape) != ir::shape_numel(src.shape)) return false;
-  Shape cs = ir::contiguous_strides(v.shape);
-  for (size_t d = 0; d < v.shape.size(); ++d) {
-    if (v.shape[d] != 1 && v.attrs.ints[d] != cs[d]) return false;
-  }
-  return true;
-}
-
-// Strides of operand shape s broadcast into out (0 on broadcast dims), as the reference does.
-Shape broadcast_strides(const Shape& s, const Shape& out) {
-  Shape st(out.size(), 0);
-  Shape cs = ir::contiguous_strides(s);
-  size_t lead = out.size() - s.size();
-  for (size_t d = 0; d < s.size(); ++d) {
-    if (s[d] != 1 || out[d + lead] == 1) st[d + lead] = s[d] == 1 ? 0 : cs[d];
-  }
-  return st;
-}
-
-bool identity_access(const Shape& s, const Shape& out) {
-  if (ir::shape_numel(s) != ir::shape_numel(out)) return false;
-  if (s.size() > out.size()) {  // e.g. [1] read by a loop over []: same elements in order?
-    Shape a, b;
-    for (int64_t d : s) if (d != 1) a.push_back(d);
-    for (int64_t d : out) if (d != 1) b.push_back(d);
-    return a == b;
-  }
-  Shape st = broadcast_strides(s, out), cs = ir::contiguous_strides(out);
-  for (size_t d = 0; d < out.size(); ++d) {
-    if (out[d] != 1 && st[d] != cs[d]) return false;
-  }
-  return true;
-}
-
 }  // namespace
 
 std::unique_ptr<CpuProgram> plan(const LoweredGraph& g) {
@@ -128,14 +93,7 @@ std::unique_ptr<CpuProgram> plan(const LoweredGraph& g) {
   // operands when the shapes match and the unit graph stays acyclic (the group must not reach
   // the units of the node's other operands).
   std::vector<int32_t> unit_of(n, -1);
-  struct Unit {
-    std::vector<int32_t> members;
-    bool fused = false;
-    Shape shape;
-    int32_t reduce = -1;   // a reduction computed by this group's loop; closes the group
-    bool has_arange = false;
-    bool has_scatter = false;  // stores an AsStridedScatter at its view's positions
-  };
+  using Unit = PlanUnit;
   std::vector<Unit> units;
   std::vector<std::set<int32_t>> usucc;
   auto reaches = [&](int32_t from, const std::set<int32_t>& targets) {
@@ -407,7 +365,14 @@ std::unique_ptr<CpuProgram> plan(const LoweredGraph& g) {
     bool fails = false;
     for (int32_t m : units[u].members) {
       const Instr& mi = g.instrs[m];
-      fails = fails || ir::op_info(mi.op).can_fail;
+      if (ir::op_info(mi.op).can_fail && !reference::index_operands(mi).empty()) {
+        // Checked right after its indices are computed (a Check step): those units go first.
+        for (int32_t q : reference::index_operands(mi)) {
+          if (unit_of[mi.inputs[q]] >= 0) failing.push_back(unit_of[mi.inputs[q]]);
+        }
+      } else {
+        fails = fails || ir::op_info(mi.op).can_fail;
+      }
       for (int32_t c : mi.inputs) {
         if (g.instrs[c].op == Op::Parameter) readers[c].insert(u);
       }
@@ -417,15 +382,40 @@ std::unique_ptr<CpuProgram> plan(const LoweredGraph& g) {
     }
     if (fails) failing.push_back(u);
   }
+  // Units in `before` go before u where no path leads from u to them. Edges into u leave what u
+  // reaches unchanged, so one search serves them all.
+  auto order_before = [&](int32_t u, const std::vector<int32_t>& before) {
+    std::vector<char> seen(nunits, 0);
+    std::vector<int32_t> stack{u};
+    while (!stack.empty()) {
+      int32_t v = stack.back();
+      stack.pop_back();
+      if (seen[v]) continue;
+      seen[v] = 1;
+      for (int32_t w : succ[v]) stack.push_back(w);
+    }
+    for (int32_t r : before) {
+      if (r >= 0 && !seen[r]) succ[r].insert(u);
+    }
+  };
+  // Each link of a donated output's chain (plan_chains.h), then the output itself, after the
+  // other reads of the version it overwrites.
+  const std::vector<std::vector<int32_t>> chains = donated_chains(g, donor_of_output);
+  const std::vector<std::vector<int32_t>> sreaders = storage_readers(g, gemm_ops);
   for (size_t o = 0; o < nout; ++o) {
     int32_t x = g.outputs[o], donor = donor_of_output[o];
     if (donor < 0 || is_leaf(g.instrs[x].op)) continue;
-    int32_t u = unit_of[x];
+    int32_t prev = g.param_instr[donor];
     std::vector<int32_t> before(failing);
-    for (int32_t r : readers[g.param_instr[donor]]) before.push_back(r);
-    for (int32_t r : before) {
-      if (r != u && !path(u, r)) succ[r].insert(u);
+    for (int32_t r : readers[prev]) before.push_back(r);
+    for (int32_t y : chains[o]) {
+      std::vector<int32_t> b(failing);
+      for (int32_t r : sreaders[prev]) b.push_back(unit_of[r]);
+      order_before(unit_of[y], b);
+      prev = y;
     }
+    for (int32_t r : sreaders[prev]) before.push_back(unit_of[r]);
+    order_before(unit_of[x], before);
   }
   // Accumulating epilogues: a float32 matmul whose one reader is c = y + t, y - t or t - y in a
   // loop, t the product or the product times a Scalar, and c overwrites the donated buffer of
@@ -517,10 +507,25 @@ std::unique_ptr<CpuProgram> plan(const LoweredGraph& g) {
     skipped[u] = !any;
   }
   for (size_t o = 0; o < nout; ++o) last_use[g.outputs[o]] = kEnd;
+  // Donated writes wait for every op that can fail (last_failing > pos: not yet). An index op's
+  // indices are checked before the unit at check position `cp`, right after the last of them.
   int32_t last_failing = -1;
+  std::vector<std::vector<int32_t>> checks_at(nunits + 1);
   for (int32_t u = 0; u < nunits; ++u) {
     for (int32_t m : units[u].members) {
-      if (ir::op_info(g.instrs[m].op).can_fail) last_failing = std::max(last_failing, pos[u]);
+      const Instr& mi = g.instrs[m];
+      if (!ir::op_info(mi.op).can_fail) continue;
+      const std::vector<int32_t> ix = reference::index_operands(mi);
+      if (ix.empty()) {
+        last_failing = std::max(last_failing, pos[u]);
+        continue;
+      }
+      int32_t cp = 0;
+      for (int32_t q : ix) {
+        if (unit_of[mi.inputs[q]] >= 0) cp = std::max(cp, pos[unit_of[mi.inputs[q]]] + 1);
+      }
+      checks_at[cp].push_back(m);
+      last_failing = std::max(last_failing, cp);
     }
   }
 
@@ -536,20 +541,10 @@ std::unique_ptr<CpuProgram> plan(const LoweredGraph& g) {
     if (in.op == Op::Scalar) p->loc[i] = {LocKind::Scalar, i};
   }
   std::vector<char> temp_needed(nout, 0);
-  // The instructions reading each parameter (GEMMs: through their operands), so the in-place
-  // checks below cost the reads of the donor, not the whole program per donated output.
-  std::vector<std::vector<int32_t>> param_readers(n);
-  for (int32_t r = 0; r < n; ++r) {
-    auto note = [&](int32_t c) {
-      if (g.instrs[c].op != Op::Parameter) return;
-      if (param_readers[c].empty() || param_readers[c].back() != r) param_readers[c].push_back(r);
-    };
-    if (!gemm_ops[r].empty()) {
-      for (const GemmOperand& op : gemm_ops[r]) note(op.instr);
-    } else {
-      for (int32_t c : g.instrs[r].inputs) note(c);
-    }
-  }
+  std::vector<int32_t> chain_out(n, -1);      // chain links in a donated buffer: its output
+  std::vector<int32_t> occupant_of(nout, -1);  // what a donated buffer holds before its output
+  const InPlaceContext ctx{g,     units,    unit_of,  pos,         is_scatter,
+                           skipped, needs, gemm_ops, sreaders, last_failing};
   for (int32_t x = 0; x < n; ++x) {
     const auto& outs = output_indices[x];
     if (outs.empty()) continue;
@@ -567,74 +562,28 @@ std::unique_ptr<CpuProgram> plan(const LoweredGraph& g) {
       p->fresh_output[o] = 1;
       continue;
     }
-    // A donated output: written in place only when every other read of the donor comes first
-    // and every instruction that can fail has run (rule 6; failed runs change nothing).
+    // A donated output and the links of its chain: each written in place only when every other
+    // read of the version it overwrites comes first and every op that can fail has run (rule 6).
     int32_t pi = g.param_instr[donor];
-    int32_t u = unit_of[x];
-    bool ok = last_failing <= pos[u];
-    for (int32_t r : param_readers[pi]) {
-      if (!ok) break;
-      const Instr& ri = g.instrs[r];
-      int32_t ru = unit_of[r];
-      int32_t reads = 0;
-      if (!gemm_ops[r].empty()) {
-        for (const GemmOperand& op : gemm_ops[r]) reads += op.instr == pi;
-      } else if (ru >= 0 && !skipped[ru]) {
-        reads = static_cast<int32_t>(std::count(ri.inputs.begin(), ri.inputs.end(), pi));
-      }
-      if (reads == 0) continue;
-      if (pos[ru] > pos[u]) ok = false;
-      if (pos[ru] < pos[u]) continue;
-      if (units[u].fused) {
-        // Read through the group's input at the index being written. Multi-pass loops
-        // (LogSumExp, Argmax, softmax) read their inputs again after storing.
-        int32_t red = units[u].reduce;
-        bool reduced_out = red == x && ir::shape_numel(in.shape) != ir::shape_numel(group_shape(u));
-        bool multipass = red >= 0 && !splittable(g.instrs[red].op);
-        bool identity;
-        if (is_scatter[x]) {
-          // Written in place at the view's positions: the scatter's copy of its base is then a
-          // no-op, and reads through the same view read each position before it is written.
-          if (r == x) {
-            identity = ri.inputs[0] == pi && ri.inputs[1] != pi;
-          } else {
-            // A base other than the donor is copied over it before the loop reads anything.
-            identity = ri.op == Op::AsStrided && ri.attrs.ints == in.attrs.ints &&
-                       ri.attrs.i0 == in.attrs.i0 && ri.shape == g.instrs[in.inputs[1]].shape &&
-                       in.inputs[0] == pi;
-          }
-        } else {
-          identity = ri.op == Op::AsStrided ? view_is_identity(ri, g.instrs[pi])
-                                            : identity_access(g.instrs[pi].shape, group_shape(u));
-        }
-        if (reduced_out || multipass || !identity ||
-            dtype_size(g.instrs[pi].dtype) != dtype_size(in.dtype)) {
-          ok = false;
-        }
-      } else {
-        const ir::OpInfo& info = ir::op_info(ri.op);
-        bool self_ok = (info.elementwise_inplace_ok && g.instrs[pi].shape == in.shape &&
-                        g.instrs[pi].dtype == in.dtype && ri.op != Op::Matmul) ||
-                       (info.updates_operand0 && reads == 1 && ri.inputs[0] == pi);
-        if (!self_ok || r != x) ok = false;
-      }
-    }
     // Parameters copied to other outputs at the end are read last.
-    for (const auto& lc : p->leaf_copies) if (lc.src_instr == pi) ok = false;
-    for (size_t o2 = 0; o2 < nout && ok; ++o2) {
-      if (g.outputs[o2] == pi && static_cast<int32_t>(o2) != o) ok = false;
+    bool read_at_end = false;
+    for (const auto& lc : p->leaf_copies) read_at_end = read_at_end || lc.src_instr == pi;
+    for (size_t o2 = 0; o2 < nout; ++o2) {
+      read_at_end = read_at_end || (g.outputs[o2] == pi && static_cast<int32_t>(o2) != o);
     }
-    if (ok) {
+    int32_t occ = pi;
+    if (!read_at_end) {
+      occ = place_chain(ctx, chains[o], o, pi, p->loc, storage_key, chain_out, p->why_scratch);
+    }
+    occupant_of[o] = occ;
+    Overwrite w = read_at_end ? Overwrite::ReadAfter : may_overwrite(ctx, occ, x);
+    if (w == Overwrite::Ok) {
       p->loc[x] = {LocKind::Output, o};
       storage_key[x] = pi;
     } else {
       temp_needed[o] = 1;
       p->deferred.push_back(o);
-      if (p->why_scratch.empty()) {
-        p->why_scratch = std::string(ir::op_name(in.op)) + " (output " + std::to_string(o) +
-                         ") computed into a temporary: the old value is read after or around "
-                         "it, or an op that can fail runs after it";
-      }
+      if (p->why_scratch.empty()) p->why_scratch = copy_reason(in, "output", o, w);
     }
   }
 
@@ -649,7 +598,8 @@ std::unique_ptr<CpuProgram> plan(const LoweredGraph& g) {
   for (const Accum& a : accums) {
     // Rule 6 at the GEMM's position: it overwrites y there, not in c's loop.
     int32_t um = unit_of[a.m], uc = group[a.c];
-    bool ok = storage_key[a.c] == a.y && last_failing < pos[um] && !skipped[uc];
+    bool ok = storage_key[a.c] == a.y && last_failing < pos[um] && !skipped[uc] &&
+              occupant_of[output_indices[a.c][0]] == a.y;
     for (int32_t r : readers[a.y]) ok = ok && (r == uc || skipped[r] || pos[r] < pos[um]);
     if (!ok) continue;
     fwd[a.m] = a.c;
@@ -666,13 +616,14 @@ std::unique_ptr<CpuProgram> plan(const LoweredGraph& g) {
       const Instr& mi = g.instrs[m];
       if (!needs[w] || taken[w] || is_scatter[w] || units[u].reduce == w ||
           wi.op == Op::AsStrided || wi.shape != mi.shape ||
-          dtype_size(wi.dtype) != dtype_size(mi.dtype)) {
+          dtype_size(wi.dtype) != dtype_size(mi.dtype) || chain_out[w] >= 0) {
         return false;
       }
       const auto& outs = output_indices[w];
       if (outs.empty()) return true;
       if (temp_needed[outs[0]]) return false;
       if (storage_key[w] == w) return true;
+      if (occupant_of[outs[0]] != storage_key[w]) return false;  // holds a chain link meanwhile
       // In place in a donated buffer, which the matmul now writes at its own position: every
       // other read of the donor and every unit that can fail must come before it.
       int32_t pi = storage_key[w], um = unit_of[m];
@@ -719,7 +670,7 @@ std::unique_ptr<CpuProgram> plan(const LoweredGraph& g) {
       if (!needs[m] || skipped[u]) continue;
       const auto& outs = output_indices[m];
       if (!outs.empty() && !temp_needed[outs[0]]) continue;  // in an output buffer
-      if (fwd[m] >= 0 && p->loc[m].kind == LocKind::Output) continue;
+      if (p->loc[m].kind == LocKind::Output) continue;  // a chain link, or a matmul into one
       if (p->loc[m].kind == LocKind::Arena) continue;  // a block its matmul already took
       int32_t owner = fwd[m] >= 0 ? fwd[m] : m;  // the block lives as long as its owner
       int64_t off = arena.alloc(value_bytes(g.instrs[m]));
@@ -741,7 +692,17 @@ std::unique_ptr<CpuProgram> plan(const LoweredGraph& g) {
   p->arena_bytes = arena.size();
 
   // Steps and fused loop specs.
+  auto add_checks = [&](int32_t step) {
+    for (int32_t m : checks_at[step]) {
+      Step c;
+      c.kind = StepKind::Check;
+      c.instr = m;
+      c.numel = 1;
+      p->steps.push_back(std::move(c));
+    }
+  };
   for (int32_t step = 0; step < nunits; ++step) {
+    add_checks(step);
     int32_t u = order[step];
     const Unit& U = units[u];
     Step s;
@@ -830,10 +791,13 @@ std::unique_ptr<CpuProgram> plan(const LoweredGraph& g) {
     p->specs.push_back(std::move(spec));
     p->steps.push_back(std::move(s));
   }
+  add_checks(nunits);
   if (env::flag("LAZYX_CPU_DUMP_PLAN", false)) {
     std::string out = "[cpu plan]";
     for (const Step& s : p->steps) {
-      if (s.kind == StepKind::Fused) {
+      if (s.kind == StepKind::Check) {
+        out += std::string(" check(") + ir::op_name(g.instrs[s.instr].op) + ")";
+      } else if (s.kind == StepKind::Fused) {
         out += " loop(";
         for (int32_t m : p->specs[s.spec].members) {
           out += std::string(ir::op_name(g.instrs[m].op)) + " ";

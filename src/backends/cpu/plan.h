@@ -19,11 +19,12 @@ constexpr int64_t kAlign = 64;
 // identical ones among them compile once (kernels are shared by their IR).
 constexpr size_t kMaxFusedOps = 256;
 
-enum class StepKind : uint8_t { Fused, Ref, Matmul };
+// Check: the index checks of a Ref step's op, run as soon as its indices are computed.
+enum class StepKind : uint8_t { Fused, Ref, Matmul, Check };
 
 struct Step {
   StepKind kind;
-  int32_t instr = -1;             // Ref / Matmul
+  int32_t instr = -1;             // Ref / Matmul / Check
   int32_t spec = -1;              // Fused
   std::vector<int32_t> arg_instr; // Fused: the instruction whose storage each argument is
   int64_t numel = 0;

@@ -33,6 +33,11 @@ void run_softmax(const backend::Instr& in, const Val& src, const Val& out);
 void run_matmul(const backend::Instr& in, const Val& a, const Val& b, const Val& out);
 void run_cat(const backend::Instr& in, const std::vector<const Val*>& args, const Val& out);
 void run_index(const backend::Instr& in, const std::vector<const Val*>& args, const Val& out);
+// The operands of a run_index op that hold indices, which check_indices validates before the op
+// runs (as soon as they are computed); empty for other ops.
+std::vector<int32_t> index_operands(const backend::Instr& in);
+// Fails as run_index would on a bad index; reads only the index operands' data (and shapes).
+void check_indices(const backend::Instr& in, const std::vector<const Val*>& args);
 // [math ops]
 // One element of a math op (ir::is_math_op) in the float (double) or integer (int64) domain.
 double math_f(const backend::Instr& in, double x, double y);

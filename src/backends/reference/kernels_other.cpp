@@ -255,6 +255,42 @@ void run_cat(const backend::Instr& in, const std::vector<const Val*>& args, cons
   }
 }
 
+std::vector<int32_t> index_operands(const backend::Instr& in) {
+  switch (in.op) {
+    case Op::IndexSelect:
+    case Op::Gather:
+    case Op::Scatter:
+    case Op::ScatterAdd:
+    case Op::IndexCopy:
+      return in.inputs.size() >= 2 ? std::vector<int32_t>{1} : std::vector<int32_t>{};
+    case Op::IndexPut: {
+      std::vector<int32_t> ops;
+      for (size_t q = 2; q < in.inputs.size(); ++q) ops.push_back(static_cast<int32_t>(q));
+      return ops;
+    }
+    default:
+      return {};
+  }
+}
+
+void check_indices(const backend::Instr& in, const std::vector<const Val*>& args) {
+  const char* op = ir::op_name(in.op);
+  const Val& self = *args[0];
+  if (in.op == Op::IndexPut) {
+    for (size_t q = 2; q < args.size(); ++q) {
+      const Val& idx = *args[q];
+      for (int64_t j = 0; j < idx.numel(); ++j) {
+        check_index(op, get_i(idx, j), self.shape[q - 2], true);
+      }
+    }
+    return;
+  }
+  if (index_operands(in).empty()) return;
+  const int64_t size = self.shape.empty() ? 1 : self.shape[in.attrs.i0];
+  const Val& idx = *args[1];
+  for (int64_t k = 0; k < idx.numel(); ++k) check_index(op, get_i(idx, k), size, false);
+}
+
 void run_index(const backend::Instr& in, const std::vector<const Val*>& args, const Val& out) {
   const char* op = ir::op_name(in.op);
   size_t es = dtype_size(out.dtype);

@@ -33,6 +33,9 @@ class RefProgram : public backend::Program {
   std::vector<int32_t> uses;            // operand reads of each instruction
   std::vector<int32_t> output_of;       // instruction -> output index, or -1
   std::vector<int32_t> donor_of_output; // output -> donated parameter slot, or -1
+  // Index ops whose indices are checked right after schedule position k (their last index
+  // operand), so that donated writes need not wait for the ops themselves.
+  std::vector<std::vector<int32_t>> checks;
   // A failed allocation must not leave a donated buffer half written, so every allocation
   // after the first direct write into a donated buffer comes from buffers allocated just
   // before it: `reserve` (byte size, count) at schedule position `reserve_at` (-1: none).
@@ -113,6 +116,14 @@ void plan_destinations(RefProgram& p) {
     return occ < 0 || remaining[occ] - std::count(in.inputs.begin(), in.inputs.end(), occ) == 0;
   };
   int32_t failing_left = 0;
+  std::vector<char> hoisted(g.instrs.size(), 0);
+  for (const auto& ck : p.checks) {
+    for (int32_t i : ck) hoisted[i] = 1;
+  }
+  // An op that can fail and is not checked ahead checks itself before it writes.
+  auto fails_itself = [&](const Instr& in, int32_t i) {
+    return ir::op_info(in.op).can_fail && !hoisted[i];
+  };
   for (int32_t i : p.schedule) failing_left += ir::op_info(g.instrs[i].op).can_fail ? 1 : 0;
   std::map<size_t, int32_t> free_n, need;  // after reserve_at: free reserve buffers, and peak
   std::vector<char> owned(g.instrs.size(), 0);
@@ -129,7 +140,7 @@ void plan_destinations(RefProgram& p) {
     } else if (out < 0 && p.chain_out[i] >= 0) {
       const int32_t c = in.inputs[0], o = p.chain_out[i];
       const bool start = c == g.param_instr[p.donor_of_output[o]] && occupant[o] < 0;
-      bool checks_done = failing_left - (ir::op_info(in.op).can_fail ? 1 : 0) == 0;
+      bool checks_done = failing_left - (fails_itself(in, i) ? 1 : 0) == 0;
       if (checks_done && (start ? remaining[c] == 1 : c == occupant[o] && occupant_done(o, in))) {
         d = Dst::Chain;
         occupant[o] = i;
@@ -145,7 +156,7 @@ void plan_destinations(RefProgram& p) {
                       g.instrs[pi].dtype == in.dtype) ||
                      (info.updates_operand0 && self_reads == 1 && in.inputs[0] == pi);
       bool others_pending = remaining[pi] - self_reads > 0;
-      bool checks_done = failing_left - (info.can_fail ? 1 : 0) == 0;
+      bool checks_done = failing_left - (fails_itself(in, i) ? 1 : 0) == 0;
       // Rule 6: when the old value is still needed, write a temporary and copy at the end.
       d = self_ok && !others_pending && checks_done && !leaf && occupant_done(out, in)
               ? Dst::Donated
@@ -174,7 +185,8 @@ void plan_destinations(RefProgram& p) {
           need[bytes]++;
       }
     }
-    if (ir::op_info(in.op).can_fail) failing_left--;
+    if (fails_itself(in, i)) failing_left--;
+    failing_left -= static_cast<int32_t>(p.checks[k].size());
     if (d == Dst::Skip) continue;
     for (int32_t c : in.inputs) {
       if (--remaining[c] == 0 && owned[c]) {
@@ -185,6 +197,22 @@ void plan_destinations(RefProgram& p) {
     }
   }
   for (const auto& [bytes, n] : need) p.reserve.emplace_back(bytes, n);
+}
+
+// Each index op's check goes right after the last of its index operands in the schedule.
+void plan_checks(RefProgram& p) {
+  const LoweredGraph& g = p.g;
+  std::vector<int32_t> at(g.instrs.size(), -1);
+  for (size_t k = 0; k < p.schedule.size(); ++k) at[p.schedule[k]] = static_cast<int32_t>(k);
+  p.checks.assign(p.schedule.size(), {});
+  for (int32_t i : p.schedule) {
+    const Instr& in = g.instrs[i];
+    const std::vector<int32_t> ix = index_operands(in);
+    if (ix.empty() || !ir::op_info(in.op).can_fail) continue;
+    int32_t k = 0;
+    for (int32_t q : ix) k = std::max(k, at[in.inputs[q]]);
+    p.checks[k].push_back(i);
+  }
 }
 
 // Post-order from the outputs, non-donated outputs first, so that the other readers of a donated
@@ -203,8 +231,11 @@ std::vector<int32_t> make_schedule(const LoweredGraph& g, const std::vector<int3
     while (!stack.empty()) {
       auto& [i, next] = stack.back();
       const Instr& in = g.instrs[i];
-      if (next < in.inputs.size()) {
-        int32_t c = in.inputs[next++];
+      // An index op's indices first, so that their check comes as early as it can.
+      const std::vector<int32_t> ix = index_operands(in);
+      if (next < ix.size() + in.inputs.size()) {
+        int32_t c = next < ix.size() ? in.inputs[ix[next]] : in.inputs[next - ix.size()];
+        ++next;
         if (!seen[c]) {
           seen[c] = 1;
           stack.emplace_back(c, 0);
@@ -238,6 +269,7 @@ class ReferenceBackend : public backend::Backend {
     for (int32_t i : p->schedule) {
       for (int32_t c : g.instrs[i].inputs) p->uses[c]++;
     }
+    plan_checks(*p);
     plan_destinations(*p);
     return p;
   }
@@ -279,7 +311,10 @@ class ReferenceBackend : public backend::Backend {
         if (is_floating(in.dtype)) set_f(v, 0, s.f); else set_i(v, 0, s.i);
       }
       const Dst d = p.dst[k];
-      if (d == Dst::Skip) continue;
+      if (d == Dst::Skip) {
+        run_checks(p, k, vals);
+        continue;
+      }
       if (static_cast<int64_t>(k) == p.reserve_at) {  // before the first donated write
         for (const auto& [bytes, n] : p.reserve) {
           for (int32_t c = 0; c < n; ++c) reserve.emplace(bytes, allocate(bytes));
@@ -315,6 +350,7 @@ class ReferenceBackend : public backend::Backend {
         run(in, ops, dst);
       }
       v.data = dst.data;
+      run_checks(p, k, vals);
       for (int32_t c : in.inputs) {
         if (--remaining[c] == 0 && p.output_of[c] < 0 && owner[c]) {
           if (reserved) {
@@ -331,6 +367,20 @@ class ReferenceBackend : public backend::Backend {
   }
 
  private:
+  // The index checks planned after schedule position k, on the values computed so far.
+  static void run_checks(const RefProgram& p, size_t k, const std::vector<Val>& vals) {
+    for (int32_t i : p.checks[k]) {
+      const Instr& in = p.g.instrs[i];
+      std::vector<Val> args;
+      for (int32_t c : in.inputs) {
+        args.push_back({vals[c].data, p.g.instrs[c].dtype, p.g.instrs[c].shape});
+      }
+      std::vector<const Val*> ops;
+      for (const Val& a : args) ops.push_back(&a);
+      check_indices(in, ops);
+    }
+  }
+
   static void run(const Instr& in, const std::vector<const Val*>& a, const Val& out) {
     switch (ir::op_info(in.op).family) {
       case ir::OpFamily::Elementwise: run_elementwise(in, a, out); return;
