@@ -41,6 +41,8 @@ enum class Special : int64_t {
   ScaledModBesselK0,
   ScaledModBesselK1,
   SphericalBesselJ0,
+  FrexpMantissa,  // frexp's mantissa (x for 0, inf and NaN)
+  FrexpExponent,  // frexp's exponent as a float (0 for 0, inf and NaN)
   kNum,
 };
 
