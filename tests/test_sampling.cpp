@@ -210,6 +210,8 @@ TEST_P(Sampling, Histogram) {
   expect_floats(h2, {0, 2});  // [4.5, 5.5] split at 5: both in the upper bin
   expect_floats(e2, {4.5f, 5, 5.5f});
   expect_floats(histogram(x, 2, std::make_pair(0.0, 2.0), Tensor()).first, {0, 3});
+  // An empty input bins [0, 1], as eager.
+  expect_floats(histogram(zeros({3, 0}), 2, std::nullopt, Tensor()).second, {0, 0.5f, 1});
 }
 
 TEST_P(Sampling, Frexp) {

@@ -45,8 +45,8 @@ Tensor segment_reduce_backward(const Tensor& grad, const Tensor& output, const T
 // bin_edges).
 std::pair<Tensor, Tensor> histogram(const Tensor& x, const Tensor& edges, const Tensor& weight,
                                     bool density = false);
-// `bins` equal bins over `range`, else over [min(x), max(x)] (widened by 0.5 each way when they
-// are equal), the edges as torch.linspace in x's dtype.
+// `bins` equal bins over `range`, else over [min(x), max(x)] ([0, 1] for an empty x), widened by
+// 0.5 each way when the ends are equal; the edges as torch.linspace in x's dtype.
 std::pair<Tensor, Tensor> histogram(const Tensor& x, int64_t bins,
                                     std::optional<std::pair<double, double>> range,
                                     const Tensor& weight, bool density = false);

@@ -230,7 +230,7 @@ std::pair<Tensor, Tensor> histogram(const Tensor& x, int64_t bins,
   const Dtype dt = x.dtype();
   Tensor lo, hi;
   if (range.has_value() || x.numel() == 0) {
-    double l = range ? range->first : 0.0, h = range ? range->second : 0.0;
+    double l = range ? range->first : 0.0, h = range ? range->second : 1.0;  // empty: [0, 1]
     if (!(std::isfinite(l) && std::isfinite(h)) || l > h) {
       ir::fail(op, "range [" + std::to_string(l) + ", " + std::to_string(h) +
                        "] must be finite with min <= max; pass a valid range.");
