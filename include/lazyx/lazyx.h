@@ -21,3 +21,6 @@
 
 // [pool ops]
 #include "lazyx/pool.h"
+
+// [sampling ops]
+#include "lazyx/sampling.h"

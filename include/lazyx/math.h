@@ -4,6 +4,7 @@
 #pragma once
 
 #include <optional>
+#include <utility>
 
 #include "lazyx/tensor.h"
 
@@ -98,6 +99,9 @@ Tensor modified_bessel_k0(const Tensor& x);
 Tensor modified_bessel_k1(const Tensor& x);
 Tensor scaled_modified_bessel_k0(const Tensor& x);
 Tensor scaled_modified_bessel_k1(const Tensor& x);
+// x = mantissa * 2^exponent with |mantissa| in [0.5, 1) (0, inf and NaN: x and exponent 0);
+// mantissa in x's dtype, exponent int32. Floating dtypes only.
+std::pair<Tensor, Tensor> frexp(const Tensor& x);
 Tensor spherical_bessel_j0(const Tensor& x);
 Tensor airy_ai(const Tensor& x);
 // Orthogonal polynomials p_n(x) of degree n, which is truncated to an integer (a negative, NaN

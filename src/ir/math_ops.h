@@ -43,6 +43,8 @@ enum class Special : int64_t {
   ScaledModBesselK1,
   SphericalBesselJ0,
   AiryAi,
+  FrexpMantissa,  // frexp's mantissa (x for 0, inf and NaN)
+  FrexpExponent,  // frexp's exponent as a float (0 for 0, inf and NaN)
   kNum,
 };
 

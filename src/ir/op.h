@@ -77,6 +77,25 @@ enum class Op : uint8_t {
   // [B, P * K] per row), times weights operand 2 [P * K] if present; attrs.ints = {L, K}.
   TapScatter,
 
+  // Sampling and segments (reference: kernels_sampling.cpp; cpu: the reference loops).
+  // [sampling ops]
+  // Grid sampling of operand 0 [N, C, H, W] at operand 1 [N, Ho, Wo, 2] (x, y in [-1, 1]);
+  // attrs.ints = {GridMode, GridPadding, align_corners}. Out [N, C, Ho, Wo].
+  GridSample,
+  // Its gradient: operands grad_out, input, grid; attrs as GridSample; attrs.i0 = 0 for the
+  // input's gradient (input's shape), 1 for the grid's (grid's shape).
+  GridSampleBackward,
+  // Segments along dim 1 of operand 0 [O, N, I]: operand 1 int64 offsets [O, S + 1] (segment s
+  // is [off[s], off[s + 1])), operand 2 the initial value (a scalar); attrs.ints =
+  // {SegmentKind, has_initial, safe}. Out [O, S, I]. Offsets are checked at run time.
+  SegmentReduce,
+  // Its gradient for operand 2 (data): operands grad [O, S, I], output, data, offsets, initial.
+  SegmentReduceBackward,
+  // Counts of operand 0 [M] (weighted by operand 2 [M] if present) in the bins between the edges
+  // operand 1 [E]: out [E - 1], as PyTorch's histogram. attrs.i0 = 0: binary search over the
+  // edges (any order, as std::upper_bound), 1: linear edges (linspace) with a local search.
+  Histogram,
+
   kNumOps,
 };
 

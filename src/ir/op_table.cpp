@@ -84,6 +84,12 @@ struct Table {
     set(Op::TapMax, "tap_max", F::Other, false, false, true);
     set(Op::TapScatter, "tap_scatter", F::Other, false, false, true);
 
+    // [sampling ops]
+    set(Op::GridSample, "grid_sample", F::Other);
+    set(Op::GridSampleBackward, "grid_sample_backward", F::Other);
+    set(Op::SegmentReduce, "segment_reduce", F::Other, false, false, true);
+    set(Op::SegmentReduceBackward, "segment_reduce_backward", F::Other, false, false, true);
+    set(Op::Histogram, "histogram", F::Other, false, false, true);
   }
 };
 

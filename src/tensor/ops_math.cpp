@@ -360,4 +360,14 @@ Tensor entr(const Tensor& x0) {
 }
 Tensor ndtr(const Tensor& x) { return erfc(x.mul(-1.0 / std::sqrt(2.0))).mul(0.5); }
 
+std::pair<Tensor, Tensor> frexp(const Tensor& x) {
+  if (!is_floating(x.dtype())) {
+    ir::fail("frexp", std::string("expected a floating point input, got ") +
+                          dtype_name(x.dtype()) + "; convert it with .to(float32) first.");
+  }
+  // The exponent is computed in x's dtype, which holds each of its own exponents exactly.
+  Tensor e = special(S::FrexpExponent, "frexp", x).to(kInt32);
+  return {special(S::FrexpMantissa, "frexp", x), e};
+}
+
 }  // namespace lazyx

@@ -302,6 +302,21 @@ class CpuBackend : public backend::Backend {
         return;
       }
 
+      // [sampling ops]
+      case Op::GridSample:
+      case Op::GridSampleBackward: {  // batches split across the pool
+        const int64_t N = out.shape[0];
+        const int64_t per = std::max<int64_t>(1, out.numel() / std::max<int64_t>(N, 1));
+        ThreadPool::get().parallel_for(N, 1, std::max<int64_t>(1, 32768 / per),
+                                       [&](int64_t n0, int64_t n1) {
+                                         reference::run_grid_sample_batches(in, a, out, n0, n1);
+                                       });
+        return;
+      }
+      case Op::SegmentReduce:
+      case Op::SegmentReduceBackward: reference::run_segment_reduce(in, a, out); return;
+      case Op::Histogram: reference::run_histogram(in, a, out); return;
+
       default: reference::run_index(in, a, out); return;
     }
   }

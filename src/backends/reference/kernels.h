@@ -61,5 +61,15 @@ void run_taps_rows(const backend::Instr& in, const std::vector<const Val*>& args
 // Taps read per row: the work of one row, for choosing chunk sizes.
 int64_t taps_per_row(const backend::Instr& in, const std::vector<const Val*>& args);
 
+// [sampling ops]
+// GridSample and GridSampleBackward (kernels_sampling.cpp); batches [n0, n1) are independent.
+void run_grid_sample(const backend::Instr& in, const std::vector<const Val*>& args, const Val& out);
+void run_grid_sample_batches(const backend::Instr& in, const std::vector<const Val*>& args,
+                             const Val& out, int64_t n0, int64_t n1);
+// SegmentReduce and SegmentReduceBackward (kernels_segment.cpp).
+void run_segment_reduce(const backend::Instr& in, const std::vector<const Val*>& args,
+                        const Val& out);
+// Histogram (kernels_segment.cpp).
+void run_histogram(const backend::Instr& in, const std::vector<const Val*>& args, const Val& out);
 
 }  // namespace lazyx::reference

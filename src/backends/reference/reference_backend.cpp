@@ -412,6 +412,13 @@ class ReferenceBackend : public backend::Backend {
       case Op::TapMax:
       case Op::TapScatter: run_taps(in, a, out); return;
 
+      // [sampling ops]
+      case Op::GridSample:
+      case Op::GridSampleBackward: run_grid_sample(in, a, out); return;
+      case Op::SegmentReduce:
+      case Op::SegmentReduceBackward: run_segment_reduce(in, a, out); return;
+      case Op::Histogram: run_histogram(in, a, out); return;
+
       default: run_index(in, a, out); return;
     }
   }

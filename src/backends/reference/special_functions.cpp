@@ -260,6 +260,13 @@ double eval(ir::Special id, int64_t order, double x, bool single) {
       return x == 0 ? 1.0 : std::sin(x) / x;
     case S::AiryAi:
       return airy_ai(x);
+    case S::FrexpMantissa:
+    case S::FrexpExponent: {
+      if (!std::isfinite(x)) return id == S::FrexpMantissa ? x : 0.0;
+      int e = 0;
+      const double m = std::frexp(x, &e);
+      return id == S::FrexpMantissa ? m : static_cast<double>(e);
+    }
     case S::kNum:
       break;
   }
