@@ -83,7 +83,7 @@ TEST(CpuThreads, GemmsStartNoLibraryThreads) {
   Tensor p = make({384, 512}, kFloat32, 17).matmul(w);
   Tensor q = make({200, 300}, kFloat64, 18).matmul(make({300, 200}, kFloat64, 19));
   sync({p, q});
-  EXPECT_EQ(count_foreign_threads(), before)
+  EXPECT_LE(count_foreign_threads(), before)
       << "a GEMM started threads outside the pool: before [" << names << "], after ["
       << joined(thread_names()) << "]";
 }
