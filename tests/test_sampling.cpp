@@ -17,14 +17,6 @@ using lazyx::testing::expect_floats;
 
 namespace {
 
-std::vector<std::string> backends() {
-#ifdef LAZYX_TEST_HAVE_CPU
-  return {"reference", "cpu"};
-#else
-  return {"reference"};
-#endif
-}
-
 class Sampling : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override { set_backend(GetParam()); }
@@ -233,6 +225,6 @@ TEST_P(Sampling, Frexp) {
   expect_error([&] { frexp(tensor<int64_t>({1}, {1})); }, {"[frexp]", "floating point"});
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, Sampling, ::testing::ValuesIn(backends()));
+INSTANTIATE_TEST_SUITE_P(Backends, Sampling, ::testing::ValuesIn(backend_names()));
 
 }  // namespace

@@ -13,14 +13,6 @@ using c10::optional;
 
 namespace {
 
-// f(a, b) with a CPU-scalar operand passed as a lazyx::Scalar.
-template <class F>
-LT apply2(F f, const Tensor& a, const Tensor& b) {
-  if (is_cpu_scalar(b) && is_lazyx(a)) return f(lz(a), cpu_scalar(b));
-  if (is_cpu_scalar(a) && is_lazyx(b)) return f(cpu_scalar(a), lz(b));
-  return f(lz(a), lz(b));
-}
-
 // A comparison's left operand as a tensor (a Python number is a 0-dim tensor of its kind).
 LT lhs(const LT& x) { return x; }
 LT lhs(const lazyx::Scalar& s) { return lazyx::scalar_tensor(s); }

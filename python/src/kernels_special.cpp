@@ -12,14 +12,6 @@ using at::Tensor;
 
 namespace {
 
-// f(a, b) with a CPU-scalar operand passed as a lazyx::Scalar.
-template <class F>
-LT apply2(F f, const Tensor& a, const Tensor& b) {
-  if (is_cpu_scalar(b) && is_lazyx(a)) return f(lz(a), cpu_scalar(b));
-  if (is_cpu_scalar(a) && is_lazyx(b)) return f(cpu_scalar(a), lz(b));
-  return f(lz(a), lz(b));
-}
-
 #define SPECIAL2(NAME, FN)                                                                    \
   const auto NAME##_fn = [](const auto& x, const auto& y) { return FN(x, y); };               \
   Tensor NAME##_t(const Tensor& a, const Tensor& b) { return wrap(apply2(NAME##_fn, a, b)); } \

@@ -1,5 +1,6 @@
 #include "backends/backend.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -11,6 +12,16 @@
 #include "tensor/tensor_impl.h"
 
 namespace lazyx::backend {
+
+bool writes_over_operand0(const LoweredGraph& g, int32_t x) {
+  const Instr& in = g.instrs[x];
+  if (in.inputs.empty()) return false;
+  const int32_t y = in.inputs[0];
+  if (std::count(in.inputs.begin(), in.inputs.end(), y) != 1) return false;
+  const ir::OpInfo& info = ir::op_info(in.op);
+  return info.updates_operand0 || (info.elementwise_inplace_ok && g.instrs[y].shape == in.shape &&
+                                   g.instrs[y].dtype == in.dtype);
+}
 
 runtime::BufferPtr Backend::allocate(size_t bytes) { return std::make_shared<runtime::Buffer>(bytes); }
 

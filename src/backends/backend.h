@@ -28,6 +28,10 @@ struct LoweredGraph {
   std::vector<int32_t> donation;     // per parameter: the output written into its buffer, or -1
 };
 
+// Whether instruction x may write its result into the memory of its operand 0 (an in-place
+// update: a scatter-like op, or elementwise of the same shape and dtype reading it once).
+bool writes_over_operand0(const LoweredGraph& g, int32_t x);
+
 struct ScalarValue {
   double f;
   int64_t i;

@@ -77,17 +77,6 @@ bool disjoint_views(const LoweredGraph& g, const Instr& r, const Instr& w) {
   return rlo > rhi || wlo > whi || rhi < wlo || whi < rlo;
 }
 
-// Whether x may write into the memory of its operand 0 (as the reference backend decides).
-bool writes_over_operand0(const LoweredGraph& g, int32_t x) {
-  const Instr& in = g.instrs[x];
-  if (in.inputs.empty()) return false;
-  const int32_t y = in.inputs[0];
-  if (std::count(in.inputs.begin(), in.inputs.end(), y) != 1) return false;
-  const ir::OpInfo& info = ir::op_info(in.op);
-  return info.updates_operand0 || (info.elementwise_inplace_ok && g.instrs[y].shape == in.shape &&
-                                   g.instrs[y].dtype == in.dtype);
-}
-
 // Whether reader r of v, in the unit of w, reads each position of v before w overwrites it
 // there, or only positions w does not write; `reads` counts r's operands that are v.
 bool reads_before_write(const InPlaceContext& c, int32_t v, int32_t w, int32_t r, int32_t reads) {
@@ -133,7 +122,7 @@ std::vector<std::vector<int32_t>> donated_chains(const LoweredGraph& g,
     const int32_t pi = g.param_instr[donor_of_output[o]];
     std::vector<int32_t> links;
     bool valid = false;
-    for (int32_t x = x0; writes_over_operand0(g, x);) {
+    for (int32_t x = x0; backend::writes_over_operand0(g, x);) {
       const int32_t y = g.instrs[x].inputs[0];
       if (y == pi) {
         valid = true;

@@ -51,17 +51,6 @@ size_t instr_bytes(const Instr& in) {
   return static_cast<size_t>(ir::shape_numel(in.shape)) * dtype_size(in.dtype);
 }
 
-// Whether `x` may write into the memory of operand 0, `y`.
-bool writes_over_operand0(const LoweredGraph& g, int32_t x) {
-  const Instr& in = g.instrs[x];
-  if (in.inputs.empty()) return false;
-  const int32_t y = in.inputs[0];
-  if (std::count(in.inputs.begin(), in.inputs.end(), y) != 1) return false;
-  const ir::OpInfo& info = ir::op_info(in.op);
-  return info.updates_operand0 || (info.elementwise_inplace_ok && g.instrs[y].shape == in.shape &&
-                                   g.instrs[y].dtype == in.dtype);
-}
-
 // Candidate chains: the intermediates between a donated output and its parameter along
 // operand 0, each of which may write over its operand 0 (x.slice(..).add_ twice, mul_ then
 // index_copy_). Returns, per instruction, the donated output it may be written into, or -1.
@@ -74,7 +63,7 @@ std::vector<int32_t> chain_candidates(const RefProgram& p) {
     std::vector<int32_t> links;
     int32_t x = g.outputs[o];
     bool valid = false;
-    while (writes_over_operand0(g, x)) {
+    while (backend::writes_over_operand0(g, x)) {
       const int32_t y = g.instrs[x].inputs[0];
       if (y == pi) {
         valid = true;
