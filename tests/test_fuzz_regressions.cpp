@@ -36,6 +36,31 @@ namespace {
   (void)expect_values;                                                                            \
   (void)donated_in_place
 
+// lazyx-fuzz --seed 11 --case 108 --backend cpu. `a + alpha * b` rounded the product first on the
+// cpu backend (one rounding in torch and the reference): -1 + (-1.5 * (1 / -1.5)) came out 0, not
+// 2.98e-8, and a later `masked_fill_(where(...) > 0)` flipped.
+TEST(FuzzRegression, Seed11Case108_cpu) {
+  using namespace lazyx;
+  for (const std::string& backend : backend_names()) {
+    SCOPED_TRACE(backend);
+    set_backend(backend);
+    mark_step();
+    clear_program_cache();
+    Tensor t3 = tensor<float>({-1, -1.5, -1.5, 0.5, 2, -1, -0.25, -0.5}, Shape{2, 4}).select(0, 1);
+    Tensor t1 = arange(0, 24, 1, kFloat32).reshape({2, 3, 4});
+    Tensor t5 = t3.clamp(Scalar(-1.0), Scalar(1.5));
+    Tensor t0 = t5.add(t1.div(-1.5), -1.5);
+    Tensor sum = t0.clone();
+    Tensor t4 = where(t5.gt(t0), t5, t0);
+    t0.masked_fill_(t4.gt(0), 0.25);
+    mark_step();
+    const float near_zero = sum.to_vector<float>()[1];
+    const float want = std::fma(-1.5f, 1.0f / -1.5f, -1.0f);
+    EXPECT_EQ(near_zero, want);
+    for (float v : t0.to_vector<float>()) EXPECT_EQ(v, 0.25f);
+  }
+}
+
 }  // namespace
 
 // BUG (for the lead, src/graph/donation.cpp): a user-requested donation takes the output of a

@@ -567,13 +567,18 @@ struct Gen {
         case Op::Cast:
           r = x[0];
           break;
+        // a + alpha * b rounds once (fused), as torch's CPU kernels and the reference do: a
+        // product rounded first can flip a later comparison on a value near zero.
         case Op::Add:
-          r = x.size() > 2 ? b.CreateFAdd(x[0], b.CreateFMul(x[2], x[1]))
-                           : b.CreateFAdd(x[0], x[1]);
+          r = x.size() > 2
+                  ? b.CreateIntrinsic(llvm::Intrinsic::fma, {x[0]->getType()}, {x[2], x[1], x[0]})
+                  : b.CreateFAdd(x[0], x[1]);
           break;
         case Op::Sub:
-          r = x.size() > 2 ? b.CreateFSub(x[0], b.CreateFMul(x[2], x[1]))
-                           : b.CreateFSub(x[0], x[1]);
+          r = x.size() > 2
+                  ? b.CreateIntrinsic(llvm::Intrinsic::fma, {x[0]->getType()},
+                                      {b.CreateFNeg(x[2]), x[1], x[0]})
+                  : b.CreateFSub(x[0], x[1]);
           break;
         case Op::Mul:
           r = b.CreateFMul(x[0], x[1]);
