@@ -32,21 +32,6 @@ __attribute__((noinline)) static void hand_loop(const float* x, float* y, int64_
   }
 }
 
-// A child process that spins until killed: the competing load.
-static pid_t start_busy() {
-  pid_t p = fork();
-  if (p == 0) {
-    volatile uint64_t k = 0;
-    for (;;) k = k + 1;
-  }
-  return p;
-}
-
-static void stop_busy(pid_t p) {
-  kill(p, SIGKILL);
-  waitpid(p, nullptr, 0);
-}
-
 static void use_mode(const char* mode) {
   setenv("LAZYX_CPU_MATH", mode, 1);
   set_backend("reference");
@@ -127,9 +112,9 @@ int main(int argc, char** argv) {
   std::printf("threads %d elements %lld\n", threads, static_cast<long long>(n));
   for (const char* mode : {"fast", "precise"})
     print("quiet", mode, run(mode, x, host, reps, threads));
-  pid_t busy = start_busy();
+  bench::BusyProcess busy;
   Result loaded[2] = {run("fast", x, host, reps, threads), run("precise", x, host, reps, threads)};
-  stop_busy(busy);
+  busy.stop();
   print("busy", "fast", loaded[0]);
   print("busy", "precise", loaded[1]);
   return 0;

@@ -1,7 +1,8 @@
 // The fixed cost of a cached step on the cpu backend: `x.add_(1); mark_step()` on a donated
 // 1024-float tensor (trace one op, hash, cache lookup, donation, launch, commit), against the
 // same update as a hand loop and a cached step of 16 x 1024 floats (the work it adds).
-//   bench_fixed_cost [steps]   prints "name value unit" lines.
+// Quiet, then beside a busy process it starts itself.
+//   bench_fixed_cost [steps]   prints "load name value unit" lines.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -43,24 +44,47 @@ static double step_us(int64_t n, int steps, int rounds) {
   return bench::median(per);
 }
 
-int main(int argc, char** argv) {
-  const int steps = argc > 1 ? std::atoi(argv[1]) : 20000;
-  set_backend("cpu");
-  const double small = step_us(1024, steps, 7);
-  const double big = step_us(16 * 1024, steps / 4, 7);
+struct Row {
+  double small, big, hand;
+};
+
+static Row measure(int steps) {
+  Row r;
+  r.small = step_us(1024, steps, 7);
+  r.big = step_us(16 * 1024, steps / 4, 7);
   std::vector<float> h(1024, 0.0f);
   std::vector<double> hand;
-  for (int r = 0; r < 7; ++r) {
+  for (int k = 0; k < 7; ++k) {
     auto t0 = Clock::now();
     for (int i = 0; i < steps; ++i) hand_add(h.data(), 1024);
     hand.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / steps);
   }
-  const double hand_us = bench::median(hand);
+  r.hand = bench::median(hand);
+  if (h[0] <= 0) std::exit(1);
+  return r;
+}
+
+static void print(const char* load, const Row& r) {
+  std::printf("%s cached_step_1k %.3f us\n", load, r.small);
+  std::printf("%s cached_step_16k %.3f us\n", load, r.big);
+  std::printf("%s hand_loop_1k %.3f us\n", load, r.hand);
+  std::printf("%s fixed_cost_per_step %.3f us\n", load, r.small - r.hand);
+  std::printf("%s ratio_step_over_hand_1k %.1f x\n", load, r.small / r.hand);
+}
+
+// Quiet first, then beside a busy process the benchmark starts itself.
+int main(int argc, char** argv) {
+  const int steps = argc > 1 ? std::atoi(argv[1]) : 20000;
+  if (steps < 4) {
+    std::fprintf(stderr, "bench_fixed_cost: steps must be at least 4, not '%s'\n", argv[1]);
+    return 2;
+  }
+  set_backend("cpu");
   std::printf("threads %d\n", bench::num_threads());
-  std::printf("cached_step_1k %.3f us\n", small);
-  std::printf("cached_step_16k %.3f us\n", big);
-  std::printf("hand_loop_1k %.3f us\n", hand_us);
-  std::printf("fixed_cost_per_step %.3f us\n", small - hand_us);
-  std::printf("ratio_step_over_hand_1k %.1f x\n", small / hand_us);
-  return h[0] > 0 ? 0 : 1;
+  print("quiet", measure(steps));
+  bench::BusyProcess busy;
+  const Row loaded = measure(steps);
+  busy.stop();
+  print("busy", loaded);
+  return 0;
 }

@@ -13,9 +13,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "bench_util.h"
 #include "lazyx/lazyx.h"
 
 using namespace lazyx;
@@ -109,18 +111,8 @@ int main(int argc, char** argv) {
   }
   if (sizes.empty()) sizes = {100, 300, 1000, 3000, 10000};
   if (!backend.empty()) set_backend(backend);  // after --threads: the pool starts here
-  pid_t child = -1;
-  if (busy) {
-    child = fork();
-    if (child == 0) {
-      volatile unsigned long x = 0;
-      for (;;) x = x + 1;
-    }
-  }
+  std::unique_ptr<bench::BusyProcess> load;
+  if (busy) load = std::make_unique<bench::BusyProcess>();
   for (int64_t n : sizes) run(n, reps);
-  if (child > 0) {
-    kill(child, SIGKILL);
-    waitpid(child, nullptr, 0);
-  }
   return 0;
 }

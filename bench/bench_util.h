@@ -1,6 +1,10 @@
 // Helpers shared by the C++ benchmarks.
 #pragma once
 
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <thread>
@@ -19,5 +23,28 @@ inline int num_threads() {
   if (e && std::atoi(e) > 0) return std::atoi(e);
   return static_cast<int>(std::thread::hardware_concurrency());
 }
+
+// A competing load the benchmark starts itself: a child process that spins until stopped.
+class BusyProcess {
+ public:
+  BusyProcess() : pid_(fork()) {
+    if (pid_ == 0) {
+      volatile unsigned long k = 0;
+      for (;;) k = k + 1;
+    }
+  }
+  ~BusyProcess() { stop(); }
+  void stop() {
+    if (pid_ <= 0) return;
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+  BusyProcess(const BusyProcess&) = delete;
+  BusyProcess& operator=(const BusyProcess&) = delete;
+
+ private:
+  pid_t pid_;
+};
 
 }  // namespace lazyx::bench

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace lazyx::metrics {
@@ -24,7 +25,7 @@ void clear_all();
 std::string metrics_report();
 
 // For the engine and the bridge.
-void add_counter(const std::string& name, int64_t delta = 1);
-void add_sample(const std::string& name, double value);
+void add_counter(std::string_view name, int64_t delta = 1);
+void add_sample(std::string_view name, double value);
 
 }  // namespace lazyx::metrics

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <memory>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -56,6 +57,24 @@ struct Walk {
   std::vector<bool> windows;                             // per parameter slot
   std::unordered_set<runtime::Buffer*> fold;             // windows whose offsets go in the graph
   std::vector<std::pair<int32_t, int64_t>> folded;       // (instruction, view offset)
+  std::vector<std::pair<const ir::Node*, size_t>> stack;  // walk()'s own, kept for its capacity
+
+  // Empties every list and keeps its capacity.
+  void clear() {
+    order.clear();
+    param_instr.clear();
+    params.clear();
+    scalars.clear();
+    slot.clear();
+    outputs.clear();
+    output_instr.clear();
+    structure_hash = epoch = 0;
+    param_offsets.clear();
+    windows.clear();
+    fold.clear();
+    folded.clear();
+    stack.clear();
+  }
 };
 
 // Window slots: one per (buffer, offset) read by windows at run-time offsets; plain slots are
@@ -77,8 +96,9 @@ struct SlotKeyHash {
 void walk(const char* op, Walk& w) {
   uint64_t epoch = ++walk_epoch_counter;
   w.epoch = epoch;
-  std::unordered_map<SlotKey, int32_t, SlotKeyHash> window_slot;
-  std::vector<std::pair<const ir::Node*, size_t>> stack;
+  std::unordered_map<SlotKey, int32_t, SlotKeyHash> window_slot;  // allocates only when used
+  auto& stack = w.stack;
+  stack.clear();
   uint64_t h = 0x6c617a7978ull;
   auto post = [&](const ir::Node* n) {
     if (n->op() == ir::Op::Parameter) {
@@ -208,11 +228,63 @@ std::unordered_set<runtime::Buffer*> flagged_windows(const Walk& w) {
 
 // Clears a walk's results, keeping its roots and the buffers whose offsets it folds.
 void reset_walk(Walk& w) {
-  Walk fresh;
-  fresh.outputs = std::move(w.outputs);
-  fresh.fold = std::move(w.fold);
-  w = std::move(fresh);
+  std::vector<const ir::Node*> outputs = std::move(w.outputs);
+  std::unordered_set<runtime::Buffer*> fold = std::move(w.fold);
+  w.clear();
+  w.outputs = std::move(outputs);
+  w.fold = std::move(fold);
 }
+
+// Lists a sync fills, kept per thread across steps so a cached step allocates almost nothing.
+// A sync nested in another (none is expected, but a backend may read a value) takes a second set.
+struct SyncScratch {
+  Walk w;
+  DonationInput din;
+  backend::ExecArgs args;
+  std::vector<runtime::BufferPtr> outputs;
+  std::vector<char> donated_output;
+  std::vector<ir::NodePtr> old;
+};
+
+class ScratchLease {
+ public:
+  ScratchLease() {
+    if (pool().empty()) {
+      s_ = std::make_unique<SyncScratch>();
+    } else {
+      s_ = std::move(pool().back());
+      pool().pop_back();
+    }
+  }
+  ~ScratchLease() {
+    SyncScratch& s = *s_;
+    s.w.clear();
+    s.din.params.clear();
+    s.din.param_nodes.clear();
+    s.din.targets.clear();
+    s.din.target_output.clear();
+    s.din.target_passthrough.clear();
+    s.din.output_bytes.clear();
+    s.din.output_dtype.clear();
+    s.din.output_tensor.clear();
+    s.args.params.clear();
+    s.args.param_offsets.clear();
+    s.args.scalars.clear();
+    s.args.outputs = nullptr;
+    s.outputs.clear();  // drops the buffers' references: must run before the next step
+    s.donated_output.clear();
+    s.old.clear();
+    pool().push_back(std::move(s_));
+  }
+  SyncScratch& operator*() { return *s_; }
+
+ private:
+  static std::vector<std::unique_ptr<SyncScratch>>& pool() {
+    thread_local std::vector<std::unique_ptr<SyncScratch>> p;
+    return p;
+  }
+  std::unique_ptr<SyncScratch> s_;
+};
 
 }  // namespace
 
@@ -253,8 +325,9 @@ void sync_storages(SyncKind kind, std::vector<Storage*> targets, const char* wha
 
   // Outputs: one per distinct pending node; a target whose value is a bare parameter takes
   // that buffer as is, without running anything.
-  Walk w;
-  DonationInput din;
+  ScratchLease lease;
+  Walk& w = (*lease).w;
+  DonationInput& din = (*lease).din;
   din.kind = kind;
   din.aliasing_enabled = aliasing;
   const uint64_t out_epoch = ++walk_epoch_counter;  // node scratch: walk_index = output index
@@ -366,12 +439,13 @@ void sync_storages(SyncKind kind, std::vector<Storage*> targets, const char* wha
   }
 
   // Run. Donated outputs start out holding their parameter's buffer.
-  std::vector<runtime::BufferPtr> outputs(w.outputs.size());
+  std::vector<runtime::BufferPtr>& outputs = (*lease).outputs;
+  outputs.resize(w.outputs.size());
   for (size_t p = 0; p < plan.donation.size(); ++p) {
     if (plan.donation[p] >= 0) outputs[plan.donation[p]] = w.order[w.param_instr[p]]->buffer();
   }
   if (prog) {
-    backend::ExecArgs args;
+    backend::ExecArgs& args = (*lease).args;
     args.params = w.params;
     args.param_offsets = w.param_offsets;
     args.scalars.reserve(w.scalars.size());
@@ -396,7 +470,8 @@ void sync_storages(SyncKind kind, std::vector<Storage*> targets, const char* wha
   for (size_t p = 0; p < plan.donation.size(); ++p) {
     if (plan.donation[p] >= 0) w.params[p]->bump_version();
   }
-  std::vector<char> donated_output(outputs.size(), 0);
+  std::vector<char>& donated_output = (*lease).donated_output;
+  donated_output.assign(outputs.size(), 0);
   for (int32_t d : plan.donation) {
     if (d >= 0) donated_output[d] = 1;
   }
@@ -404,7 +479,7 @@ void sync_storages(SyncKind kind, std::vector<Storage*> targets, const char* wha
     if (!donated_output[o]) report.bytes_allocated += static_cast<int64_t>(outputs[o]->bytes());
   }
   // Keep the old graphs alive until every storage is updated, so no buffer dies mid-commit.
-  std::vector<ir::NodePtr> old;
+  std::vector<ir::NodePtr>& old = (*lease).old;
   old.reserve(targets.size());
   for (size_t t = 0; t < targets.size(); ++t) {
     Storage* s = targets[t];

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <sstream>
@@ -21,8 +22,9 @@ struct Metric {
 
 struct Registry {
   std::mutex mu;
-  std::map<std::string, int64_t> counters;
-  std::map<std::string, Metric> metrics;
+  // Transparent comparators: a lookup by literal builds no string (a step adds five).
+  std::map<std::string, int64_t, std::less<>> counters;
+  std::map<std::string, Metric, std::less<>> metrics;
 };
 
 Registry& reg() {
@@ -50,14 +52,18 @@ std::string fmt(const std::string& name, double v) {
 
 }  // namespace
 
-void add_counter(const std::string& name, int64_t delta) {
+void add_counter(std::string_view name, int64_t delta) {
   std::lock_guard<std::mutex> l(reg().mu);
-  reg().counters[name] += delta;
+  auto it = reg().counters.find(name);
+  if (it == reg().counters.end()) it = reg().counters.emplace(std::string(name), 0).first;
+  it->second += delta;
 }
 
-void add_sample(const std::string& name, double value) {
+void add_sample(std::string_view name, double value) {
   std::lock_guard<std::mutex> l(reg().mu);
-  Metric& m = reg().metrics[name];
+  auto it = reg().metrics.find(name);
+  if (it == reg().metrics.end()) it = reg().metrics.emplace(std::string(name), Metric()).first;
+  Metric& m = it->second;
   m.data.total_samples++;
   m.data.accumulator += value;
   if (m.data.samples.size() < kMaxSamples) {
