@@ -318,6 +318,38 @@ def test_ddp_tutorial_runs_with_device_and_backend_names_changed(monkeypatch):
     assert torch.equal(w0, w1) and not torch.equal(w0, b0)
 
 
+def case_torchrun(rank, world):
+    """Under torchrun: the group comes from torchrun's environment and store alone."""
+    import torch
+    import torch.distributed as dist
+    import lazyx
+    assert "LAZYX_DIST_STORE" not in os.environ and os.environ.get("TORCHELASTIC_RUN_ID")
+    dist.init_process_group("lazyx")
+    x = torch.from_numpy(_inputs(rank, world)[0]).to(lazyx.device())
+    dist.all_reduce(x)
+    lazyx.mark_step()
+    X = np.stack([_inputs(r, world)[0] for r in range(world)])
+    np.testing.assert_allclose(x.cpu().numpy(), X.sum(0), rtol=1e-6)
+    print(f"torchrun rank {rank} of {world} ok", flush=True)
+    dist.destroy_process_group()
+
+
+def test_torchrun_launches_ranks_that_find_each_other():
+    """torchrun (Debian's python3-torch) starts the ranks; no lazyx variable is set."""
+    import lazyx
+    pkg = os.path.dirname(os.path.dirname(os.path.abspath(lazyx.__file__)))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LAZYX_DIST", "RANK",
+                                                                     "WORLD_SIZE", "MASTER_"))}
+    env.update(PYTHONPATH=pkg, LAZYX_NUM_THREADS="1", OMP_NUM_THREADS="1")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--redirects", "1", "--tee", "1",
+           "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
+           "--master_port", str(_free_port()), HERE, "torchrun"]
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    for r in range(2):
+        assert f"torchrun rank {r} of 2 ok" in p.stdout, p.stdout + p.stderr
+
+
 def test_spawn_runs_ranks_and_reports_failures():
     import lazyx.dist as ld
     out = tempfile.mkdtemp()
