@@ -104,7 +104,7 @@ int64_t parse_int(const std::string& opt, const std::string& v, int64_t lo, int6
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int fuzz_main(int argc, char** argv) {
   uint64_t seed = 1;
   int64_t cases = 100, only_case = -1;
   int min_len = 20, max_len = 70;
@@ -148,6 +148,10 @@ int main(int argc, char** argv) {
       bad_usage("--backend: unknown backend '" + backend + "' (built:" + known + ", or all)");
     }
     backends = {backend};
+  }
+  for (const std::string& be : backends) {  // reads the LAZYX_* variables: an invalid one raises
+    set_backend(be);
+    mark_step();
   }
   auto t0 = std::chrono::steady_clock::now();
   Stats total;
@@ -227,4 +231,14 @@ int main(int argc, char** argv) {
   }
   std::printf("lazyx-fuzz: PASS\n");
   return 0;
+}
+
+// An engine error outside a case (an invalid LAZYX_* variable, say) is a usage error too.
+int main(int argc, char** argv) {
+  try {
+    return fuzz_main(argc, argv);
+  } catch (const lazyx::Error& e) {
+    std::fprintf(stderr, "lazyx-fuzz: %s\n", e.what());
+    return 2;
+  }
 }
