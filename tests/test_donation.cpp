@@ -34,6 +34,9 @@ TEST_P(Donation, SeedScenarioDonatesOncePerStep) {
   int64_t b1 = r.params[0].buffer_id;
   EXPECT_TRUE(r.params[0].donated);
   EXPECT_EQ(r.params[0].reason, AliasReason::InPlaceUpdate);
+  // The detail line is written out when the report is read, with this step's numbers.
+  EXPECT_EQ(r.params[0].detail, "alias source of tensor " + std::to_string(x.id()) +
+                                    ", updated in place; output 0 reuses it");
   EXPECT_EQ(r.params[0].bytes, 100);
   EXPECT_EQ(r.num_donated, 1);
   EXPECT_EQ(r.bytes_allocated, 0);  // the output went into B1
@@ -104,6 +107,8 @@ TEST_P(Donation, CloneBeforeInPlaceKeepsOldValue) {
   ASSERT_EQ(r.params.size(), 1u);
   EXPECT_FALSE(r.params[0].donated);
   EXPECT_EQ(r.params[0].reason, AliasReason::Shared);
+  EXPECT_EQ(r.params[0].detail,
+            "also the value of a tensor this sync does not rewrite (1 other holder(s))");
   expect_floats(x, {11, 12, 13, 14});
   expect_floats(y, {1, 2, 3, 4});
 

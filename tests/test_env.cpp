@@ -72,6 +72,31 @@ TEST(Env, FlagsParse) {
   expect_error([] { env::flag("LAZYX_TEST_FLAG", false); }, {"[env] LAZYX_TEST_FLAG='maybe'"});
 }
 
+// Reads see every change of the environment (set, reset to another value, unset, putenv),
+// although they keep the LAZYX_* entries between changes; inside a Snapshot they are fixed.
+TEST(Env, EveryChangeIsSeen) {
+  EXPECT_EQ(env::integer("LAZYX_TEST_INT", 5, 0, 100), 5);
+  setenv("LAZYX_TEST_INT", "7", 1);
+  EXPECT_EQ(env::integer("LAZYX_TEST_INT", 5, 0, 100), 7);
+  setenv("LAZYX_TEST_INT", "8", 1);
+  EXPECT_EQ(env::integer("LAZYX_TEST_INT", 5, 0, 100), 8);
+  setenv("LAZYX_TEST_INT", "7", 1);  // a value set before: glibc may hand back the old string
+  EXPECT_EQ(env::integer("LAZYX_TEST_INT", 5, 0, 100), 7);
+  static char entry[] = "LAZYX_TEST_INT=9";
+  putenv(entry);
+  EXPECT_EQ(env::integer("LAZYX_TEST_INT", 5, 0, 100), 9);
+  {
+    env::Snapshot once;
+    setenv("LAZYX_TEST_OTHER", "1", 1);
+    EXPECT_FALSE(env::flag("LAZYX_TEST_OTHER", false));  // the view of the Snapshot's start
+  }
+  EXPECT_TRUE(env::flag("LAZYX_TEST_OTHER", false));
+  unsetenv("LAZYX_TEST_OTHER");
+  unsetenv("LAZYX_TEST_INT");
+  EXPECT_EQ(env::integer("LAZYX_TEST_INT", 5, 0, 100), 5);
+  EXPECT_FALSE(env::flag("LAZYX_TEST_OTHER", false));
+}
+
 TEST(Env, AliasingFlagInvalidRaisesAndChangesNothing) {
   set_backend("reference");
   Tensor x = materialized({1, 2}, {2});

@@ -57,15 +57,27 @@ std::vector<BufferUse> buffer_uses(const DonationInput& in) {
   return use;
 }
 
-std::string storage_name(const Storage* s) { return "tensor " + std::to_string(s->id()); }
-
 }  // namespace
+
+std::string DetailText::render() const {
+  std::string out;
+  for (const char* c = text; *c; ++c) {
+    if (c[0] == '{' && c[1] >= '0' && c[1] <= '2' && c[2] == '}') {
+      out += std::to_string(args[c[1] - '0']);
+      c += 2;
+    } else {
+      out += *c;
+    }
+  }
+  return out;
+}
 
 DonationPlan decide_donation(const DonationInput& in) {
   DonationPlan plan;
   plan.donation.assign(in.params.size(), -1);
   std::vector<bool> output_taken(in.output_bytes.size(), false);
   std::vector<ParamReport> reports(in.params.size());
+  plan.details.assign(in.params.size(), DetailText{});
   std::vector<bool> decided(in.params.size(), false);
   const std::vector<BufferUse> uses = buffer_uses(in);
   std::unordered_set<const runtime::Buffer*> outside;  // computed on first need
@@ -96,13 +108,19 @@ DonationPlan decide_donation(const DonationInput& in) {
       // Holders that still need b after the program: neither rewritten nor giving it away.
       int others_kept = holders - rewritten_n - (flagged && !flagged_rewritten ? 1 : 0);
 
-      auto keep = [&](AliasReason why, std::string detail) {
+      auto text = [&](const char* t, std::initializer_list<int64_t> args) {
+        DetailText& d = plan.details[p];
+        d.text = t;
+        std::copy(args.begin(), args.end(), d.args);
+      };
+      auto keep = [&](AliasReason why, const char* t, std::initializer_list<int64_t> args = {}) {
         if (own_only) return;  // decided in pass 1
         r.reason = why;
-        r.detail = std::move(detail);
+        text(t, args);
         decided[p] = true;
       };
-      auto donate = [&](int32_t out, AliasReason why, std::string detail) {
+      auto donate = [&](int32_t out, AliasReason why, const char* t,
+                        std::initializer_list<int64_t> args) {
         decided[p] = true;
         plan.donation[p] = out;
         output_taken[out] = true;
@@ -110,13 +128,13 @@ DonationPlan decide_donation(const DonationInput& in) {
         r.output_index = out;
         r.output_tensor_id = in.output_tensor[out];
         r.reason = why;
-        r.detail = std::move(detail);
+        text(t, args);
       };
 
       if (b->pinned()) {
         keep(AliasReason::CachedConstant, "owned by the constant cache (scalar_tensor)");
       } else if (passthrough) {
-        keep(AliasReason::Shared, storage_name(passthrough) + " takes this buffer as its value");
+        keep(AliasReason::Shared, "tensor {0} takes this buffer as its value", {passthrough->id()});
       } else if (flagged && others_kept == 0) {
         // User-requested donation (rule 3): to the flagged tensor's own output if it has one,
         // else to the first free output of the same byte size.
@@ -137,26 +155,29 @@ DonationPlan decide_donation(const DonationInput& in) {
           }
           if (out >= 0) {
             donate(out, AliasReason::UserRequested,
-                   "set_buffer_donation on " + storage_name(flagged) + "; reused by output " +
-                       std::to_string(out) + " (tensor " + std::to_string(in.output_tensor[out]) +
-                       ")");
+                   "set_buffer_donation on tensor {0}; reused by output {1} (tensor {2})",
+                   {flagged->id(), out, in.output_tensor[out]});
             if (!flagged_rewritten) plan.user_donated.push_back(const_cast<Storage*>(flagged));
           } else {
-            keep(AliasReason::NoMatchingOutput, "donation requested, but no free output has " +
-                                                    std::to_string(b->bytes()) + " bytes");
+            keep(AliasReason::NoMatchingOutput, "donation requested, but no free output has {0} bytes",
+                 {static_cast<int64_t>(b->bytes())});
           }
         }
       } else if (flagged) {
-        keep(AliasReason::Shared, "donation requested on " + storage_name(flagged) + ", but " +
-                                      std::to_string(others_kept) +
-                                      " other tensor(s) still hold this buffer");
+        keep(AliasReason::Shared,
+             "donation requested on tensor {0}, but {1} other tensor(s) still hold this buffer",
+             {flagged->id(), others_kept});
       } else if (rewritten_n == 0) {
-        keep(AliasReason::NotUpdated,
-             holder ? storage_name(holder) + " holds it and this sync does not rewrite it"
-                    : "read by the graph only; no tensor is rewritten from it");
+        if (holder) {
+          keep(AliasReason::NotUpdated, "tensor {0} holds it and this sync does not rewrite it",
+               {holder->id()});
+        } else {
+          keep(AliasReason::NotUpdated, "read by the graph only; no tensor is rewritten from it");
+        }
       } else if (holders > rewritten_n) {
-        keep(AliasReason::Shared, "also the value of a tensor this sync does not rewrite (" +
-                                      std::to_string(holders - rewritten_n) + " other holder(s))");
+        keep(AliasReason::Shared,
+             "also the value of a tensor this sync does not rewrite ({0} other holder(s))",
+             {holders - rewritten_n});
       } else if (in.kind != SyncKind::MarkStep) {
         keep(AliasReason::PartialSync, "partial syncs never donate on their own (rule 2)");
       } else if (!in.aliasing_enabled) {
@@ -174,8 +195,8 @@ DonationPlan decide_donation(const DonationInput& in) {
         }
         if (out >= 0) {
           donate(out, AliasReason::InPlaceUpdate,
-                 "alias source of tensor " + std::to_string(in.output_tensor[out]) +
-                     ", updated in place; output " + std::to_string(out) + " reuses it");
+                 "alias source of tensor {0}, updated in place; output {1} reuses it",
+                 {in.output_tensor[out], out});
         } else {
           keep(AliasReason::NoMatchingOutput, "its tensor's output already reuses another buffer");
         }

@@ -28,6 +28,7 @@ namespace {
 uint64_t walk_epoch_counter = 0;
 int64_t sync_counter = 0;
 StepReport last_report;
+std::vector<DetailText> last_details;  // last_report's detail texts, until rendered
 
 double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -197,7 +198,18 @@ backend::LoweredGraph lower(const Walk& w, const std::vector<int32_t>& donation)
   return g;
 }
 
-void finish_report(StepReport r) { last_report = std::move(r); }
+// Writes out the parameters' detail lines (empty until someone reads them).
+void render_details(StepReport& r, const std::vector<DetailText>& details) {
+  for (size_t i = 0; i < r.params.size() && i < details.size(); ++i) {
+    r.params[i].detail = details[i].render();
+  }
+}
+
+void finish_report(StepReport r, std::vector<DetailText>* details = nullptr) {
+  last_report = std::move(r);
+  last_details.clear();
+  if (details) last_details.swap(*details);
+}
 
 // Buffers that are donated and also read through a window's own parameter slot.
 std::unordered_set<runtime::Buffer*> donated_windows(const Walk& w, const DonationPlan& plan) {
@@ -290,6 +302,7 @@ class ScratchLease {
 
 void sync_storages(SyncKind kind, std::vector<Storage*> targets, const char* what) {
   EngineLock lock(engine_mutex());
+  env::Snapshot env_once;
   const char* op = kind_name(kind);
   // Read before anything changes: an invalid value raises here, with every tensor as it was.
   diag::level();
@@ -505,6 +518,10 @@ void sync_storages(SyncKind kind, std::vector<Storage*> targets, const char* wha
   report.num_scalars = static_cast<int64_t>(w.scalars.size());
   report.num_outputs = static_cast<int64_t>(w.outputs.size());
   report.params = std::move(plan.reports);
+  if (diag::level() >= 1) {  // the debug output shows them
+    render_details(report, plan.details);
+    plan.details.clear();
+  }
   for (const auto& pr : report.params) {
     if (pr.donated) {
       report.num_donated++;
@@ -512,7 +529,7 @@ void sync_storages(SyncKind kind, std::vector<Storage*> targets, const char* wha
     }
   }
   diag::end_sync(dctx, report);
-  finish_report(std::move(report));
+  finish_report(std::move(report), &plan.details);
 }
 
 }  // namespace lazyx::graph
@@ -520,6 +537,7 @@ void sync_storages(SyncKind kind, std::vector<Storage*> targets, const char* wha
 namespace lazyx {
 
 void mark_step() {
+  env::Snapshot env_once;
   const int64_t cache_limit = runtime::cache_limit_percent();  // raises before the step runs
   graph::sync_storages(graph::SyncKind::MarkStep, {});
   runtime::trim_cache(cache_limit);
@@ -538,6 +556,10 @@ void sync(const std::vector<Tensor>& tensors) {
 
 StepReport last_step() {
   EngineLock lock(engine_mutex());
+  if (!graph::last_details.empty()) {
+    graph::render_details(graph::last_report, graph::last_details);
+    graph::last_details.clear();
+  }
   return graph::last_report;
 }
 

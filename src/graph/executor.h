@@ -1,6 +1,7 @@
 // The graph executor: turns pending tensors into one program, donates, runs, and reports.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "lazyx/step.h"
@@ -35,9 +36,18 @@ struct DonationInput {
   bool aliasing_enabled = true;
 };
 
+// A report's one-line detail, written out only when someone reads it (last_step(), debug
+// output): a cached step then builds no strings. `{0}`..`{2}` in `text` stand for `args`.
+struct DetailText {
+  const char* text = "";
+  int64_t args[3] = {0, 0, 0};
+  std::string render() const;
+};
+
 struct DonationPlan {
   std::vector<int32_t> donation;  // per parameter slot: output index or -1
-  std::vector<ParamReport> reports;
+  std::vector<ParamReport> reports;  // details empty: see `details`
+  std::vector<DetailText> details;   // per parameter slot
   std::vector<Storage*> user_donated;  // flagged storages that give their buffer away
 };
 

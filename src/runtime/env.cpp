@@ -2,14 +2,61 @@
 
 #include <cctype>
 #include <cerrno>
+#include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <string>
+#include <vector>
 
 #include "lazyx/error.h"
+
+extern char** environ;
 
 namespace lazyx::env {
 
 namespace {
+
+// A sync reads several LAZYX_* variables, and getenv compares every entry of the environment
+// each time. One scan keeps the LAZYX_* entries; it is redone whenever the environment changed,
+// which setenv, putenv and unsetenv all show by changing the entry pointers the signature sums.
+// Inside a Snapshot (one sync) the environment is checked once.
+struct Cache {
+  bool valid = false;
+  int pinned = 0;  // nested Snapshots
+  uint64_t signature = 0;
+  std::vector<const char*> entries;  // "LAZYX_...=value", read live: values edited in place show
+};
+thread_local Cache cache;
+
+uint64_t environ_signature() {
+  uint64_t sum = reinterpret_cast<uintptr_t>(environ), mix = 0;
+  for (char** e = environ; e && *e; ++e) {  // two independent chains: cheap, order-sensitive
+    sum += reinterpret_cast<uintptr_t>(*e);
+    mix = (mix << 7 | mix >> 57) ^ reinterpret_cast<uintptr_t>(*e);
+  }
+  return sum ^ (mix * 0x9e3779b97f4a7c15ull);
+}
+
+void refresh() {
+  const uint64_t sig = environ_signature();
+  if (cache.valid && sig == cache.signature) return;
+  cache.entries.clear();
+  for (char** e = environ; e && *e; ++e) {
+    if (std::strncmp(*e, "LAZYX_", 6) == 0) cache.entries.push_back(*e);
+  }
+  cache.signature = sig;
+  cache.valid = true;
+}
+
+const char* lookup(const char* name) {
+  if (std::strncmp(name, "LAZYX_", 6) != 0) return std::getenv(name);
+  if (!cache.pinned) refresh();
+  const size_t n = std::strlen(name);
+  for (const char* e : cache.entries) {
+    if (std::strncmp(e, name, n) == 0 && e[n] == '=') return e + n + 1;
+  }
+  return nullptr;
+}
 
 std::string lower(const char* v) {
   std::string s(v);
@@ -24,8 +71,14 @@ std::string lower(const char* v) {
 
 }  // namespace
 
+Snapshot::Snapshot() {
+  if (cache.pinned++ == 0) refresh();
+}
+
+Snapshot::~Snapshot() { --cache.pinned; }
+
 bool flag(const char* name, bool dflt) {
-  const char* v = std::getenv(name);
+  const char* v = lookup(name);
   if (!v || !*v) return dflt;
   std::string s = lower(v);
   if (s == "1" || s == "true" || s == "on" || s == "yes") return true;
@@ -34,7 +87,7 @@ bool flag(const char* name, bool dflt) {
 }
 
 int64_t integer(const char* name, int64_t dflt, int64_t lo, int64_t hi) {
-  const char* v = std::getenv(name);
+  const char* v = lookup(name);
   if (!v || !*v) return dflt;
   char* end = nullptr;
   errno = 0;
@@ -46,7 +99,7 @@ int64_t integer(const char* name, int64_t dflt, int64_t lo, int64_t hi) {
 }
 
 int choice(const char* name, int dflt, std::initializer_list<const char*> choices) {
-  const char* v = std::getenv(name);
+  const char* v = lookup(name);
   if (!v || !*v) return dflt;
   std::string s = lower(v), accepts;
   int i = 0;

@@ -7,6 +7,16 @@
 
 namespace lazyx::env {
 
+// While one lives on this thread, LAZYX_* reads skip checking whether the environment changed
+// (it is checked once, here): a sync holds one, so a change between steps still takes effect.
+class Snapshot {
+ public:
+  Snapshot();
+  ~Snapshot();
+  Snapshot(const Snapshot&) = delete;
+  Snapshot& operator=(const Snapshot&) = delete;
+};
+
 // A switch: 1/0, true/false, on/off, yes/no (any case). Unset or empty gives `dflt`.
 bool flag(const char* name, bool dflt);
 // A decimal integer in [lo, hi]. Unset or empty gives `dflt`.
