@@ -51,6 +51,10 @@ at::Tensor& assign(at::Tensor& self, LT v, bool v_is_private);
 void resize_impl(const at::Tensor& self, c10::IntArrayRef size);
 at::Tensor& write_out(at::Tensor& out, LT r);
 
+// sum(a * b) in the operands' dtype, as eager's dot and vdot give it: an integer sum wraps in
+// that dtype (kernels_linalg.cpp).
+LT dot_same_dtype(const at::Tensor& a, const at::Tensor& b);
+
 // dst <- src, any direction between CPU and the device.
 void copy_impl(const at::Tensor& dst, const at::Tensor& src);
 

@@ -81,7 +81,19 @@ Tensor& baddbmm_(Tensor& s, const Tensor& b1, const Tensor& b2, const c10::Scala
   return assign(s, r, false);
 }
 
-Tensor dot(const Tensor& a, const Tensor& b) { return wrap(lz(a).mul(lz(b)).sum()); }
+}  // namespace
+
+// sum alone would widen an integer dtype to int64: the dtype and, for narrow types, the value
+// would differ from eager's.
+LT dot_same_dtype(const Tensor& a, const Tensor& b) {
+  TORCH_CHECK(a.scalar_type() != at::kBool, "\"dot\" not implemented for 'Bool'");
+  LT r = lz(a).mul(lz(b)).sum();
+  return r.dtype() == lz(a).dtype() ? r : r.to(lz(a).dtype());
+}
+
+namespace {
+
+Tensor dot(const Tensor& a, const Tensor& b) { return wrap(dot_same_dtype(a, b)); }
 Tensor mv(const Tensor& a, const Tensor& v) { return wrap(lazyx::matmul(lz(a), lz(v))); }
 
 // LAPACK status checks read the status on CPU, as torch does for CUDA (an empty batch passes).

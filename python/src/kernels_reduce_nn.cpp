@@ -111,15 +111,16 @@ Tensor std_k(const Tensor& a, at::OptionalIntArrayRef dim, optional<int64_t> cor
              bool keepdim) {
   return wrap(var_impl(a, dim, correction, keepdim).sqrt());
 }
-// Over no elements, all is true and any is false (min and max have no value there).
-Tensor all_k(const Tensor& a) {
-  if (a.numel() == 0) return wrap(lazyx::full({}, 1, lazyx::kBool));
-  return wrap(lz(a).ne(0).to(lazyx::kInt32).amin().to(lazyx::kBool));
+// Over no elements, all is true and any is false (min and max have no value there). As in
+// eager, a uint8 input gives a uint8 result; every other dtype gives bool.
+Tensor all_any_k(const Tensor& a, bool all) {
+  const lazyx::Dtype od = a.scalar_type() == at::kByte ? lazyx::kUInt8 : lazyx::kBool;
+  if (a.numel() == 0) return wrap(lazyx::full({}, all ? 1 : 0, od));
+  LT b = lz(a).ne(0).to(lazyx::kInt32);
+  return wrap((all ? b.amin() : b.amax()).to(od));
 }
-Tensor any_k(const Tensor& a) {
-  if (a.numel() == 0) return wrap(lazyx::full({}, 0, lazyx::kBool));
-  return wrap(lz(a).ne(0).to(lazyx::kInt32).amax().to(lazyx::kBool));
-}
+Tensor all_k(const Tensor& a) { return all_any_k(a, true); }
+Tensor any_k(const Tensor& a) { return all_any_k(a, false); }
 
 Tensor _softmax(const Tensor& a, int64_t dim, bool) { return wrap(lz(a).softmax(dim)); }
 Tensor _log_softmax(const Tensor& a, int64_t dim, bool) { return wrap(lz(a).log_softmax(dim)); }

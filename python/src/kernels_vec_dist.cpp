@@ -82,7 +82,7 @@ Tensor vdot(const Tensor& a, const Tensor& b) {
               b.sizes(), ".");
   TORCH_CHECK(a.scalar_type() == b.scalar_type(), "[vdot] expected both inputs to have the same "
               "dtype, got ", a.scalar_type(), " and ", b.scalar_type(), ".");
-  return wrap(lz(a).mul(lz(b)).sum());
+  return wrap(dot_same_dtype(a, b));
 }
 
 // cross: a[i+1] b[i+2] - a[i+2] b[i+1] along a dim of size 3.

@@ -147,6 +147,23 @@ def test_narrow_int_dtypes(dt):
     close(x, c * 2)
 
 
+# dot and vdot keep the operands' dtype and wrap in it; all/any of uint8 give uint8.
+@pytest.mark.parametrize("dt", [torch.uint8, torch.int8, torch.int16, torch.int32])
+def test_integer_dot_and_uint8_all_any_keep_eager_dtypes(dt):
+    a = torch.tensor([100, 77, 3, 120, 90], dtype=torch.int64).to(dt)
+    b = torch.tensor([3, 5, 101, 7, 2], dtype=torch.int64).to(dt)
+    for fn in (torch.dot, torch.vdot, torch.matmul, torch.inner):
+        got, want = fn(a.to(DEV), b.to(DEV)), fn(a, b)
+        assert got.dtype == want.dtype, fn
+        close(got, want)
+    for fn in (torch.all, torch.any):
+        got, want = fn(a.to(DEV)), fn(a)
+        assert got.dtype == want.dtype, fn
+        close(got, want)
+    with pytest.raises(RuntimeError, match="not implemented for 'Bool'"):
+        torch.dot(torch.ones(2, dtype=torch.bool).to(DEV), torch.ones(2, dtype=torch.bool).to(DEV))
+
+
 # 5. Edge semantics.
 def test_integer_negative_pow_raises():
     x = torch.tensor([1, 2, 3]).to(DEV)

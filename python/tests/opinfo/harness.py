@@ -16,7 +16,8 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-DTYPES = ["float32", "float64", "bfloat16", "int64", "bool"]
+DTYPES = ["float32", "float64", "bfloat16", "float16", "int64", "int32", "int16", "int8", "uint8",
+          "bool"]
 # Ops whose outputs are uninitialized memory: only shapes and dtypes are compared.
 UNINIT = {"empty", "empty_like", "new_empty", "new_empty_strided", "empty_strided", "resize_",
           "resize_as_"}
