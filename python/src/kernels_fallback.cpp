@@ -5,6 +5,7 @@
 #include <ATen/native/CPUFallback.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <array>
 #include <mutex>
 #include <string>
@@ -21,6 +22,55 @@ namespace lazyx_bridge {
 using at::Tensor;
 
 namespace {
+
+// The CPU copies a fallback op runs on keep the device tensors' strides, so the CPU op sees the
+// layout eager would. Results can depend on it: _linalg_det, _linalg_slogdet and
+// _linalg_solve_ex factor A or A^T depending on whether A is contiguous, and their backward
+// reads that choice off the device tensor (a contiguous copy of a strided A gave transposed
+// gradients). Expanded dims are expanded again; overlapping windows stay contiguous copies.
+// Whether no two elements of a layout share a memory location (dims of size 1 aside): each dim's
+// stride, in increasing order, passes the extent of the dims below it.
+bool non_overlapping(const std::vector<int64_t>& size, const std::vector<int64_t>& stride) {
+  std::vector<std::pair<int64_t, int64_t>> dims;  // (stride, size)
+  for (size_t i = 0; i < size.size(); ++i) {
+    if (size[i] > 1) dims.emplace_back(stride[i], size[i]);
+  }
+  std::sort(dims.begin(), dims.end());
+  int64_t extent = 1;  // elements spanned by the dims so far
+  for (const auto& [st, sz] : dims) {
+    if (st < extent) return false;
+    extent = st * (sz - 1) + extent;
+  }
+  return true;
+}
+
+Tensor cpu_copy_keeping_strides(const Tensor& t) {
+  if (!t.defined() || !is_lazyx(t) || t.is_non_overlapping_and_dense()) return to_cpu(t);
+  std::vector<int64_t> size(t.sizes().begin(), t.sizes().end());
+  std::vector<int64_t> stride(t.strides().begin(), t.strides().end());
+  Tensor src = t;
+  for (size_t i = 0; i < size.size(); ++i) {
+    if (stride[i] == 0 && size[i] > 1) {
+      src = src.narrow(static_cast<int64_t>(i), 0, 1);
+      size[i] = 1;
+    }
+  }
+  if (!non_overlapping(size, stride)) return t.cpu();
+  Tensor c = at::empty_strided(size, stride, t.options().device(at::kCPU));
+  c.copy_(src);
+  return c.expand(t.sizes());
+}
+
+// aten::_to_cpu, which torch's cpu_fallback calls for its arguments.
+std::vector<Tensor> to_cpu_list(at::TensorList ts) {
+  std::vector<Tensor> out;
+  out.reserve(ts.size());
+  for (const Tensor& t : ts) out.push_back(cpu_copy_keeping_strides(t));
+  return out;
+}
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) { m.impl("_to_cpu", LZ_FN(to_cpu_list)); }
+
 
 // Ops whose torch 1.13 schema does not mark every argument they write as written (no `(a!)`):
 // the fallback copies these arguments back too, when the op's `training` argument (if any) is
@@ -64,11 +114,9 @@ void tensor_list_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stac
   for (size_t i = 0; i < n; ++i) {
     c10::IValue& v = *(first + static_cast<std::ptrdiff_t>(i));
     if (v.isTensor() && is_lazyx(v.toTensor())) {
-      v = v.toTensor().cpu();
+      v = cpu_copy_keeping_strides(v.toTensor());
     } else if (v.isTensorList()) {
-      std::vector<Tensor> l;
-      for (const Tensor& t : v.toTensorVector()) l.push_back(is_lazyx(t) ? t.cpu() : t);
-      v = c10::IValue(l);
+      v = c10::IValue(to_cpu_list(v.toTensorVector()));
     }
   }
   std::vector<c10::IValue> moved(first, stack->end());

@@ -164,6 +164,23 @@ def test_integer_dot_and_uint8_all_any_keep_eager_dtypes(dt):
         torch.dot(torch.ones(2, dtype=torch.bool).to(DEV), torch.ones(2, dtype=torch.bool).to(DEV))
 
 
+# Ops computed by the CPU fallback see the device tensor's layout: det, slogdet and solve factor
+# A or A^T depending on whether A is contiguous, and their backward reads that off the device.
+@pytest.mark.parametrize("fn", [torch.linalg.det, lambda a: torch.linalg.slogdet(a)[1],
+                                lambda a: torch.linalg.solve(a, torch.ones(3, 2, device=a.device)),
+                                torch.linalg.inv])
+def test_fallback_gradients_of_strided_inputs(fn):
+    a = torch.randn(3, 3, generator=torch.Generator().manual_seed(3)) + 3 * torch.eye(3)
+    c = a.clone().requires_grad_()
+    want, = torch.autograd.grad(fn(c).sum(), c)
+    wide = torch.full((3, 3, 2), float("nan"), device=DEV)
+    wide[..., 1] = a.to(DEV)
+    for d in (wide[..., 1], a.t().contiguous().to(DEV).t(), a.to(DEV)):  # strided, transposed
+        d = d.detach().requires_grad_()
+        got, = torch.autograd.grad(fn(d).sum(), d)
+        close(got, want, rtol=1e-4, atol=1e-5)
+
+
 # 5. Edge semantics.
 def test_integer_negative_pow_raises():
     x = torch.tensor([1, 2, 3]).to(DEV)

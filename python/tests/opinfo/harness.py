@@ -21,6 +21,9 @@ DTYPES = ["float32", "float64", "bfloat16", "float16", "int64", "int32", "int16"
 # Ops whose outputs are uninitialized memory: only shapes and dtypes are compared.
 UNINIT = {"empty", "empty_like", "new_empty", "new_empty_strided", "empty_strided", "resize_",
           "resize_as_"}
+# Ops whose result is defined by the input's storage layout: the non-contiguous mode would compare
+# the device's strided view with eager's contiguous tensor, so they run contiguous there.
+LAYOUT_OPS = {"as_strided", "as_strided_scatter"}
 # Random ops: OpInfo seeds CPU eager itself (wrapper_set_seed), so these compare statistics.
 RANDOM_WORDS = ("rand", "dropout", "uniform", "normal", "bernoulli", "multinomial", "rrelu",
                 "fractional_max_pool", "_scaled_dot_product_attention", "exponential",
@@ -94,11 +97,15 @@ def _compare(c, d, what, stats, tol_dtype=None):
             raise Wrong(f"{what}[{i}]: " + " ".join(lines[:3]))
 
 
-def _to_dev(s, dev):
-    return s.map(lambda tree: _to_dev_tree(tree, dev))
+def _to_dev(s, dev, noncontig=False):
+    return s.map(lambda tree: _to_dev_tree(tree, dev, noncontig))
 
 
-def _to_dev_tree(tree, dev):
+def _to_dev_tree(tree, dev, noncontig=False):
+    """The sample on the device. noncontig: every tensor of at least one dim and one element
+    becomes a strided view of a larger device tensor (every other element of a new last dim,
+    the others holding a value the op must never read), as torch's noncontiguous_like."""
+    import math
     import torch
     from torch.utils._pytree import tree_map
 
@@ -107,6 +114,13 @@ def _to_dev_tree(tree, dev):
             if t.layout != torch.strided:
                 return t.to(dev)
             d = t.detach().to(dev)
+            if noncontig and d.dim() > 0 and d.numel() > 0:
+                bad = (math.nan if d.dtype.is_floating_point else
+                       True if d.dtype == torch.bool else 12)
+                wide = torch.empty(tuple(d.shape) + (2,), dtype=d.dtype, device=dev)
+                wide[..., 0] = bad
+                wide[..., 1] = d
+                d = wide[..., 1]
             return d.requires_grad_(t.requires_grad)
         return t
     return tree_map(f, tree)
@@ -223,7 +237,7 @@ def _call_inplace(op, s):
     return op.inplace_variant(s.input, *s.args, **s.kwargs)
 
 
-def _run_sample(op, dtype, s, dev, errors, wrongs):
+def _run_sample(op, dtype, s, dev, errors, wrongs, noncontig=False):
     """Forward, backward and in place for one sample; eager failures skip the part."""
     import torch
     import lazyx
@@ -243,7 +257,7 @@ def _run_sample(op, dtype, s, dev, errors, wrongs):
         mode = stats or ("random" if _is_random(op, s, run) else "values")
         torch.manual_seed(0)
         try:
-            ds = _to_dev(s, dev)
+            ds = _to_dev(s, dev, noncontig)
             if part == "inplace":
                 ds.input = ds.input.detach()
             d_out = run(op, ds)
@@ -325,8 +339,12 @@ def _run_sample(op, dtype, s, dev, errors, wrongs):
 
 
 def run_op(op, dtype_name, cap):
+    """dtype_name is a dtype, or a dtype and a mode: "float32:noncontig" gives the device
+    strided (non-contiguous) views of the same values."""
     import torch
     import lazyx
+    dtype_name, _, mode = dtype_name.partition(":")
+    noncontig = mode == "noncontig" and op.name not in LAYOUT_OPS
     dtype = getattr(torch, dtype_name)
     if dtype not in op.supported_dtypes("cpu"):
         return {"status": "unsupported"}
@@ -345,7 +363,7 @@ def run_op(op, dtype_name, cap):
     errors, wrongs = [], []
     for s0 in samples:
         s = S(s0.input, s0.args, s0.kwargs)
-        _run_sample(op, dtype, s, dev, errors, wrongs)
+        _run_sample(op, dtype, s, dev, errors, wrongs, noncontig)
         try:
             lazyx.mark_step()
         except Exception as e:
