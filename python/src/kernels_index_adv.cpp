@@ -239,14 +239,26 @@ std::tuple<Tensor, Tensor, Tensor> unique_from_sorted(const LT& sorted, const LT
   Tensor counts = ends - pos;
   return {wrap(vals), wrap(inverse.reshape(to_shape(self.sizes()))), to_device(counts)};
 }
-std::tuple<Tensor, Tensor, Tensor> unique2(const Tensor& self, bool, bool, bool) {
+std::tuple<Tensor, Tensor, Tensor> unique2(const Tensor& self, bool sorted_out, bool inverse,
+                                           bool counts) {
+  if (!sorted_out) {
+    // Unsorted, eager's order is that of a hash set: the values are read to the host anyway
+    // (they decide the result's size), and eager's own kernel orders them there.
+    auto [v, i, c] = at::_unique2(host_read(self, "_unique2"), false, inverse, counts);
+    return {to_device(v), to_device(i), to_device(c)};
+  }
   auto [sorted, order] = lazyx::sort(lz(self).reshape({self.numel()}), 0, false);
   return unique_from_sorted(sorted, order, self, "_unique2");
 }
-std::tuple<Tensor, Tensor, Tensor> unique_consecutive(const Tensor& self, bool, bool,
-                                                      optional<int64_t> dim) {
-  TORCH_CHECK(!dim.has_value() || self.dim() <= 1, "[unique_consecutive] dim is supported for "
-              "1-D tensors only on the lazyx device; call it on .cpu() for higher ranks.");
+std::tuple<Tensor, Tensor, Tensor> unique_consecutive(const Tensor& self, bool inverse,
+                                                      bool counts, optional<int64_t> dim) {
+  if (dim.has_value() && self.dim() > 1) {
+    // Runs of equal slices: the values are read to the host anyway (they decide the result's
+    // size), and eager's own kernel compares the slices there.
+    auto [v, i, c] = at::unique_consecutive(host_read(self, "unique_consecutive"), inverse, counts,
+                                            dim);
+    return {to_device(v), to_device(i), to_device(c)};
+  }
   LT flat = lz(self).reshape({self.numel()});
   return unique_from_sorted(flat, lazyx::arange(0, self.numel(), 1, lazyx::kInt64), self,
                             "unique_consecutive");

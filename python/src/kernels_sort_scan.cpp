@@ -166,7 +166,9 @@ TTr nanmedian_out(const Tensor& s, int64_t dim, bool keepdim, Tensor& v, Tensor&
 }
 
 // mode: the most frequent value of each line (the smallest of equally frequent ones) and the
-// last index holding it. Counts compare all pairs of a line: O(n^2) per line.
+// index eager reports for it: eager sorts (value, index) pairs with the unstable sort
+// (SortMode::EagerUnstable) and takes the index at the end of that value's run, which for lines
+// longer than 16 is not the last index holding it. Counts compare all pairs of a line: O(n^2).
 TT mode(const Tensor& s, int64_t dim, bool keepdim) {
   LT x = lz(s);
   if (s.dim() == 0) return {wrap(x.clone()), wrap(ll(0))};
@@ -176,8 +178,9 @@ TT mode(const Tensor& s, int64_t dim, bool keepdim) {
   LT cnt = xt.unsqueeze(-1).eq(xt.unsqueeze(-2)).to(lazyx::kInt64).sum({-1});
   LT cand = cnt.eq(cnt.amax({-1}, true));
   LT val = lazyx::where(cand, xt, xt.amax({-1}, true)).amin({-1}, true);
+  auto [sorted, order] = lazyx::sort(xt, -1, false, /*stable=*/false);  // EagerUnstable
   LT pos = lazyx::arange(0, n, 1, lazyx::kInt64);
-  LT idx = lazyx::where(xt.eq(val), pos, ll(-1)).amax({-1}, true);
+  LT idx = order.gather(-1, lazyx::where(sorted.eq(val), pos, ll(-1)).amax({-1}, true));
   val = val.transpose(d, -1).contiguous();
   idx = idx.transpose(d, -1).contiguous();
   if (!keepdim) return {wrap(val.squeeze(d).contiguous()), wrap(idx.squeeze(d).contiguous())};

@@ -217,6 +217,23 @@ def test_unique(dtype):
           grad=False)
     check(lambda t: torch.unique_consecutive(t, return_inverse=True, return_counts=True), x,
           dtype=dtype, grad=False)
+    # Unsorted: eager's hash-set order, exactly.
+    y = make((40,), dtype, -9, 9)
+    check(lambda t: torch.unique(t, sorted=False, return_inverse=True, return_counts=True), y,
+          dtype=dtype, grad=False)
+    # Runs of equal rows (dim on a 2-D tensor).
+    r = torch.stack([x[:4], x[:4], x[4:8], x[:4]])
+    check(lambda t: torch.unique_consecutive(t, return_inverse=True, return_counts=True, dim=0),
+          r, dtype=dtype, grad=False)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
+def test_mode_index_as_eager(dtype):
+    """Eager reports the index at the end of the mode's run after its unstable sort: for lines
+    longer than 16 that is not the last index holding the value."""
+    x = make((3, 3000), dtype, -9, 10)
+    check(lambda t: torch.mode(t, 1), x.round() if dtype.is_floating_point else x, dtype=dtype,
+          grad=False)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64])
