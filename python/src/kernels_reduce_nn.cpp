@@ -24,13 +24,18 @@ std::vector<int64_t> opt_dims(at::OptionalIntArrayRef dim) {
   if (!dim.has_value()) return {};
   return to_dims(*dim);
 }
+// A sum asked for in a narrow integer dtype or bool keeps that dtype, as in eager: the engine
+// sums in int64, and the cast wraps as eager's accumulation does (bool: any element set).
+LT sum_as_asked(LT r, optional<c10::ScalarType> dtype) {
+  return dtype.has_value() && r.dtype() != to_lz(*dtype) ? r.to(to_lz(*dtype)) : r;
+}
 Tensor sum(const Tensor& a, optional<c10::ScalarType> dtype) {
-  return wrap(sum_input(a, dtype).sum());
+  return wrap(sum_as_asked(sum_input(a, dtype).sum(), dtype));
 }
 Tensor sum_dim(const Tensor& a, at::OptionalIntArrayRef dim, bool keepdim,
                optional<c10::ScalarType> dtype) {
-  if (a.dim() == 0) return wrap(sum_input(a, dtype).clone());
-  return wrap(sum_input(a, dtype).sum(opt_dims(dim), keepdim));
+  if (a.dim() == 0) return wrap(sum_as_asked(sum_input(a, dtype).clone(), dtype));
+  return wrap(sum_as_asked(sum_input(a, dtype).sum(opt_dims(dim), keepdim), dtype));
 }
 Tensor mean(const Tensor& a, optional<c10::ScalarType> dtype) {
   LT x = lz(a);

@@ -201,9 +201,16 @@ TT min_dim(const Tensor& s, int64_t dim, bool keepdim) {
   if (s.dim() == 0) return {wrap(x.clone()), wrap(ll(0))};
   return {wrap(x.amin({d}, keepdim)), wrap(lazyx::argmin(x, d, keepdim))};
 }
-Tensor prod_k(const Tensor& s, optional<c10::ScalarType> d) { return wrap(lazyx::prod(lz(s), opt_dtype(d))); }
+// A product asked for in bool is "all": the engine multiplies in int64 and the result is cast.
+bool bool_prod(optional<c10::ScalarType> d) { return d.has_value() && *d == at::kBool; }
+Tensor prod_k(const Tensor& s, optional<c10::ScalarType> d) {
+  if (bool_prod(d)) return wrap(lazyx::prod(lz(s), lazyx::kInt64).to(lazyx::kBool));
+  return wrap(lazyx::prod(lz(s), opt_dtype(d)));
+}
 Tensor prod_dim(const Tensor& s, int64_t dim, bool keepdim, optional<c10::ScalarType> d) {
-  return wrap(lazyx::prod(lz(s), wrap_dim(dim, s.dim()), keepdim, opt_dtype(d)));
+  const int64_t w = wrap_dim(dim, s.dim());
+  if (bool_prod(d)) return wrap(lazyx::prod(lz(s), w, keepdim, lazyx::kInt64).to(lazyx::kBool));
+  return wrap(lazyx::prod(lz(s), w, keepdim, opt_dtype(d)));
 }
 Tensor& prod_out(const Tensor& s, int64_t dim, bool keepdim, optional<c10::ScalarType> d,
                  Tensor& out) {

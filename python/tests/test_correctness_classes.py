@@ -181,6 +181,21 @@ def test_fallback_gradients_of_strided_inputs(fn):
         close(got, want, rtol=1e-4, atol=1e-5)
 
 
+# A sum or product asked for in a narrow dtype or bool keeps it (bool: any/all); histc bins 16-bit
+# inputs with eager's rounding.
+def test_reductions_in_asked_dtypes_and_histc_rounding():
+    x = torch.tensor([True, True, False, True, False, False]).view(2, 3)
+    for fn in (lambda t: torch.sum(t, dtype=torch.bool), lambda t: torch.sum(t, 1, dtype=torch.bool),
+               lambda t: torch.prod(t, dtype=torch.bool), lambda t: torch.prod(t, 1, dtype=torch.bool),
+               lambda t: torch.sum(t.int() * 100, dtype=torch.int8),
+               lambda t: torch.sum(t.int() * 200, 0, dtype=torch.uint8)):
+        close(fn(x.to(DEV)), fn(x))
+    g = torch.Generator().manual_seed(0)
+    for _ in range(20):
+        b = (torch.randn(50, generator=g) * 5).to(torch.bfloat16)
+        close(torch.histc(b.to(DEV), 100, -10, 0), torch.histc(b, 100, -10, 0))
+
+
 # 5. Edge semantics.
 def test_integer_negative_pow_raises():
     x = torch.tensor([1, 2, 3]).to(DEV)
