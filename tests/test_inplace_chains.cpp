@@ -166,12 +166,8 @@ void run_chain(const std::string& name, int64_t rows) {
 }
 
 TEST_P(InPlaceChains, TwoSliceUpdates) { run_chain("TwoSliceUpdates", kR); }
-TEST_P(InPlaceChains, FullUpdateThenViewsThenFill) {
-  run_chain("FullUpdateThenViewsThenFill", kR);
-}
-TEST_P(InPlaceChains, IndexPutAccumulateThenScale) {
-  run_chain("IndexPutAccumulateThenScale", kR);
-}
+TEST_P(InPlaceChains, FullUpdateThenViewsThenFill) { run_chain("FullUpdateThenViewsThenFill", kR); }
+TEST_P(InPlaceChains, IndexPutAccumulateThenScale) { run_chain("IndexPutAccumulateThenScale", kR); }
 TEST_P(InPlaceChains, ScatterThenAdd) { run_chain("ScatterThenAdd", kR); }
 TEST_P(InPlaceChains, IndexCopyThenFillThenScale) { run_chain("IndexCopyThenFillThenScale", kR); }
 TEST_P(InPlaceChains, DecayThenIndexCopy) { run_chain("DecayThenIndexCopy", kR); }

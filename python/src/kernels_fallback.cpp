@@ -71,7 +71,6 @@ std::vector<Tensor> to_cpu_list(at::TensorList ts) {
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) { m.impl("_to_cpu", LZ_FN(to_cpu_list)); }
 
-
 // Ops whose torch 1.13 schema does not mark every argument they write as written (no `(a!)`):
 // the fallback copies these arguments back too, when the op's `training` argument (if any) is
 // true. One table for every such op, instead of one wrapper per op.

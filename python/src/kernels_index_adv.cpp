@@ -250,13 +250,13 @@ std::tuple<Tensor, Tensor, Tensor> unique2(const Tensor& self, bool sorted_out, 
   auto [sorted, order] = lazyx::sort(lz(self).reshape({self.numel()}), 0, false);
   return unique_from_sorted(sorted, order, self, "_unique2");
 }
-std::tuple<Tensor, Tensor, Tensor> unique_consecutive(const Tensor& self, bool inverse,
-                                                      bool counts, optional<int64_t> dim) {
+std::tuple<Tensor, Tensor, Tensor> unique_consecutive(const Tensor& self, bool inverse, bool counts,
+                                                      optional<int64_t> dim) {
   if (dim.has_value() && self.dim() > 1) {
     // Runs of equal slices: the values are read to the host anyway (they decide the result's
     // size), and eager's own kernel compares the slices there.
-    auto [v, i, c] = at::unique_consecutive(host_read(self, "unique_consecutive"), inverse, counts,
-                                            dim);
+    auto [v, i, c] =
+        at::unique_consecutive(host_read(self, "unique_consecutive"), inverse, counts, dim);
     return {to_device(v), to_device(i), to_device(c)};
   }
   LT flat = lz(self).reshape({self.numel()});

@@ -159,7 +159,8 @@ DonationPlan decide_donation(const DonationInput& in) {
                    {flagged->id(), out, in.output_tensor[out]});
             if (!flagged_rewritten) plan.user_donated.push_back(const_cast<Storage*>(flagged));
           } else {
-            keep(AliasReason::NoMatchingOutput, "donation requested, but no free output has {0} bytes",
+            keep(AliasReason::NoMatchingOutput,
+                 "donation requested, but no free output has {0} bytes",
                  {static_cast<int64_t>(b->bytes())});
           }
         }

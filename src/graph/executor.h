@@ -46,8 +46,8 @@ struct DetailText {
 
 struct DonationPlan {
   std::vector<int32_t> donation;  // per parameter slot: output index or -1
-  std::vector<ParamReport> reports;  // details empty: see `details`
-  std::vector<DetailText> details;   // per parameter slot
+  std::vector<ParamReport> reports;    // details empty: see `details`
+  std::vector<DetailText> details;     // per parameter slot
   std::vector<Storage*> user_donated;  // flagged storages that give their buffer away
 };
 
