@@ -187,6 +187,12 @@ TT mode(const Tensor& s, int64_t dim, bool keepdim) {
   return {wrap(val), wrap(idx)};
 }
 
+// mode.values: torch's own accepts CPU and CUDA tensors only.
+TTr mode_out(const Tensor& s, int64_t dim, bool keepdim, Tensor& v, Tensor& i) {
+  auto [a, b] = lazyx_bridge::mode(s, dim, keepdim);
+  return write_two(v, i, lz(a), lz(b));
+}
+
 // Reductions.
 Tensor argmin_k(const Tensor& s, optional<int64_t> dim, bool keepdim) {
   if (dim.has_value()) return wrap(lazyx::argmin(lz(s), wrap_dim(*dim, s.dim()), keepdim));
@@ -271,6 +277,12 @@ Tensor& nansum_out(const Tensor& s, at::OptionalIntArrayRef dim, bool keepdim,
                    optional<c10::ScalarType> d, Tensor& out) {
   return write_out(out, lz(nansum_k(s, dim, keepdim, d)));
 }
+// nanmean.out: torch's own (a composite) calls the CPU nansum kernel directly; the functional form
+// dispatches. Registered above autograd, as the composite is.
+Tensor& nanmean_out(const Tensor& s, at::OptionalIntArrayRef dim, bool keepdim,
+                    optional<c10::ScalarType> d, Tensor& out) {
+  return write_out(out, lz(at::nanmean(s, dim, keepdim, d)));
+}
 Tensor count_nonzero(const Tensor& s, c10::IntArrayRef dim) {
   LT b = lz(s).ne(0).to(lazyx::kInt64);
   if (s.dim() == 0) return wrap(b);
@@ -337,6 +349,8 @@ Tensor& eye_m_out(int64_t n, int64_t m, Tensor& out) {
   return write_out(out, eye_v(n, m, out.scalar_type()));
 }
 
+TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) { m.impl("nanmean.out", LZ_FN(nanmean_out)); }
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("tril", LZ_FN(tril));
   m.impl("triu", LZ_FN(triu));
@@ -367,6 +381,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("median.dim_values", LZ_FN(median_out));
   m.impl("nanmedian.dim_values", LZ_FN(nanmedian_out));
   m.impl("mode", LZ_FN(mode));
+  m.impl("mode.values", LZ_FN(mode_out));
   m.impl("argmin", LZ_FN(argmin_k));
   m.impl("argmin.out", LZ_FN(argmin_out));
   m.impl("min.dim", LZ_FN(min_dim));

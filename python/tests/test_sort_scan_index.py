@@ -227,6 +227,21 @@ def test_unique(dtype):
           r, dtype=dtype, grad=False)
 
 
+def test_mode_and_nanmean_out_forms():
+    """mode.values and nanmean.out: torch's own accept CPU tensors only."""
+    x = make((4, 30), torch.int64, -3, 3)
+    want = torch.mode(x, 1)
+    v, i = torch.empty(0, dtype=torch.int64, device=DEV), torch.empty(0, dtype=torch.int64, device=DEV)
+    torch.mode(x.to(DEV), 1, out=(v, i))
+    same((want.values, want.indices), (v, i), torch.int64)
+    f = make((3, 5), torch.float32)
+    f[0, 1] = float("nan")
+    o = torch.empty(0, device=DEV)
+    torch.nanmean(f.to(DEV), 1, out=o)
+    same(torch.nanmean(f, 1), o, torch.float32)
+    assert not fallbacks()
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
 def test_mode_index_as_eager(dtype):
     """Eager reports the index at the end of the mode's run after its unstable sort: for lines

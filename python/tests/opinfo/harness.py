@@ -242,6 +242,17 @@ def _call(op, s):
     return op(s.input, *s.args, **s.kwargs)
 
 
+def _call_out(op, s):
+    """The out= form, into empty tensors of the result's dtypes (resized by the op)."""
+    import torch
+    from torch.utils._pytree import tree_map
+    want = op(s.input, *s.args, **s.kwargs)  # the result's structure, dtypes and device
+    out = tree_map(lambda t: torch.empty(0, dtype=t.dtype, device=t.device)
+                   if isinstance(t, torch.Tensor) else t, want)
+    op(s.input, *s.args, **s.kwargs, out=out)
+    return out
+
+
 def _call_inplace(op, s):
     return op.inplace_variant(s.input, *s.args, **s.kwargs)
 
@@ -254,6 +265,8 @@ def _run_sample(op, dtype, s, dev, errors, wrongs, mode=""):
     parts = [("forward", _call)]
     if op.inplace_variant is not None and isinstance(s.input, torch.Tensor):
         parts.append(("inplace", _call_inplace))
+    if mode == "out":  # the out= form only
+        parts = [("out", _call_out)]
     for part, run in parts:
         cs = _clone(s)
         if part == "inplace":
@@ -348,13 +361,15 @@ def _run_sample(op, dtype, s, dev, errors, wrongs, mode=""):
 
 
 def run_op(op, dtype_name, cap):
-    """dtype_name is a dtype, or a dtype and a mode of _to_dev_tree ("float32:noncontig",
-    "float32:pending")."""
+    """dtype_name is a dtype, or a dtype and a mode: one of _to_dev_tree ("float32:noncontig",
+    "float32:pending"), or "out" (the out= form alone, into empty tensors)."""
     import torch
     import lazyx
     dtype_name, _, mode = dtype_name.partition(":")
     if op.name in LAYOUT_OPS:
         mode = ""
+    if mode == "out" and not op.supports_out:
+        return {"status": "unsupported"}
     dtype = getattr(torch, dtype_name)
     if dtype not in op.supported_dtypes("cpu"):
         return {"status": "unsupported"}

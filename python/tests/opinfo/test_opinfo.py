@@ -12,11 +12,12 @@ import lazyx
 # integer dtypes caught dot/vdot widening to int64 and uint8 all/any giving bool.
 # ":noncontig" gives the device strided views of the same values (the CPU fallback's copies
 # once lost that layout, and det/solve gradients came out transposed); ":pending" gives it
-# unmaterialized values, so each op runs fused with its producer.
+# unmaterialized values, so each op runs fused with its producer; ":out" runs the out= form alone,
+# into empty tensors (mode.values and nanmean.out once reached torch's CPU-only kernels).
 PLAN = [("float32", 8), ("float64", 4), ("bfloat16", 4), ("float16", 4), ("int64", 4),
         ("int32", 2), ("int16", 2), ("int8", 2), ("uint8", 2), ("bool", 4),
         ("float32:noncontig", 4), ("int64:noncontig", 2), ("float32:pending", 4),
-        ("int64:pending", 2)]
+        ("int64:pending", 2), ("float32:out", 4), ("int64:out", 2)]
 # Share of the entries eager runs in float32 that run natively, forward and backward (no CPU
 # fallback): a floor that only moves up, so an op that starts falling back again fails the suite.
 NATIVE_FLOOR_FLOAT32 = 0.85
