@@ -23,11 +23,6 @@ using at::Tensor;
 
 namespace {
 
-// The CPU copies a fallback op runs on keep the device tensors' strides, so the CPU op sees the
-// layout eager would. Results can depend on it: _linalg_det, _linalg_slogdet and
-// _linalg_solve_ex factor A or A^T depending on whether A is contiguous, and their backward
-// reads that choice off the device tensor (a contiguous copy of a strided A gave transposed
-// gradients). Expanded dims are expanded again; overlapping windows stay contiguous copies.
 // Whether no two elements of a layout share a memory location (dims of size 1 aside): each dim's
 // stride, in increasing order, passes the extent of the dims below it.
 bool non_overlapping(const std::vector<int64_t>& size, const std::vector<int64_t>& stride) {
@@ -44,6 +39,11 @@ bool non_overlapping(const std::vector<int64_t>& size, const std::vector<int64_t
   return true;
 }
 
+// The CPU copies a fallback op runs on keep the device tensors' strides, so the CPU op sees the
+// layout eager would. Results can depend on it: _linalg_det, _linalg_slogdet and
+// _linalg_solve_ex factor A or A^T depending on whether A is contiguous, and their backward
+// reads that choice off the device tensor (a contiguous copy of a strided A gave transposed
+// gradients). Expanded dims are expanded again; overlapping windows stay contiguous copies.
 Tensor cpu_copy_keeping_strides(const Tensor& t) {
   if (!t.defined() || !is_lazyx(t) || t.is_non_overlapping_and_dense()) return to_cpu(t);
   std::vector<int64_t> size(t.sizes().begin(), t.sizes().end());

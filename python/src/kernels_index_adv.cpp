@@ -239,13 +239,16 @@ std::tuple<Tensor, Tensor, Tensor> unique_from_sorted(const LT& sorted, const LT
   Tensor counts = ends - pos;
   return {wrap(vals), wrap(inverse.reshape(to_shape(self.sizes()))), to_device(counts)};
 }
+// An eager result computed on the host after the one read, on the device.
+std::tuple<Tensor, Tensor, Tensor> to_device3(const std::tuple<Tensor, Tensor, Tensor>& r) {
+  return {to_device(std::get<0>(r)), to_device(std::get<1>(r)), to_device(std::get<2>(r))};
+}
 std::tuple<Tensor, Tensor, Tensor> unique2(const Tensor& self, bool sorted_out, bool inverse,
                                            bool counts) {
   if (!sorted_out) {
     // Unsorted, eager's order is that of a hash set: the values are read to the host anyway
     // (they decide the result's size), and eager's own kernel orders them there.
-    auto [v, i, c] = at::_unique2(host_read(self, "_unique2"), false, inverse, counts);
-    return {to_device(v), to_device(i), to_device(c)};
+    return to_device3(at::_unique2(host_read(self, "_unique2"), false, inverse, counts));
   }
   auto [sorted, order] = lazyx::sort(lz(self).reshape({self.numel()}), 0, false);
   return unique_from_sorted(sorted, order, self, "_unique2");
@@ -255,9 +258,8 @@ std::tuple<Tensor, Tensor, Tensor> unique_consecutive(const Tensor& self, bool i
   if (dim.has_value() && self.dim() > 1) {
     // Runs of equal slices: the values are read to the host anyway (they decide the result's
     // size), and eager's own kernel compares the slices there.
-    auto [v, i, c] =
-        at::unique_consecutive(host_read(self, "unique_consecutive"), inverse, counts, dim);
-    return {to_device(v), to_device(i), to_device(c)};
+    return to_device3(
+        at::unique_consecutive(host_read(self, "unique_consecutive"), inverse, counts, dim));
   }
   LT flat = lz(self).reshape({self.numel()});
   return unique_from_sorted(flat, lazyx::arange(0, self.numel(), 1, lazyx::kInt64), self,

@@ -37,7 +37,8 @@ struct DonationInput {
 };
 
 // A report's one-line detail, written out only when someone reads it (last_step(), debug
-// output): a cached step then builds no strings. `{0}`..`{2}` in `text` stand for `args`.
+// output): a cached step then builds no strings. `{0}`..`{2}` in `text` stand for `args` (at
+// most three).
 struct DetailText {
   const char* text = "";
   int64_t args[3] = {0, 0, 0};
