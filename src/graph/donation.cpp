@@ -29,16 +29,13 @@ std::unordered_set<const runtime::Buffer*> read_outside(const std::vector<Storag
   return read;
 }
 
-// Where each parameter's buffer appears, from one pass over the targets and the live storages.
-struct BufferUse {
-  std::vector<size_t> rewritten;         // target indices whose alias source is the buffer
-  const Storage* passthrough = nullptr;  // a target taking the buffer as is
-  const Storage* holder = nullptr;       // the first live storage holding it, for the report
-  const Storage* flagged = nullptr;      // a holder flagged by set_buffer_donation
-};
-
-std::vector<BufferUse> buffer_uses(const DonationInput& in) {
-  std::vector<BufferUse> use(in.params.size());
+// Fills `use` (reused across syncs: its vectors keep their capacity).
+void buffer_uses(const DonationInput& in, std::vector<BufferUse>& use) {
+  use.resize(in.params.size());
+  for (BufferUse& u : use) {
+    u.rewritten.clear();
+    u.passthrough = u.holder = u.flagged = nullptr;
+  }
   auto find = [&](const runtime::Buffer* b) -> BufferUse* {
     if (!b || b->walk_epoch != in.params_epoch) return nullptr;
     return &use[static_cast<size_t>(b->walk_slot)];
@@ -54,7 +51,18 @@ std::vector<BufferUse> buffer_uses(const DonationInput& in) {
     if (!u->holder) u->holder = s;
     if (s->donate_flag()) u->flagged = s;
   }
-  return use;
+}
+
+// Resets a report kept from an earlier sync, keeping its vectors' capacity.
+void reset_report(ParamReport& r, const runtime::Buffer& b, const ir::Node& node) {
+  r.buffer_id = b.id();
+  r.bytes = static_cast<int64_t>(b.bytes());
+  r.shape.assign(node.shape().begin(), node.shape().end());
+  r.dtype = node.dtype();
+  r.donated = false;
+  r.output_index = r.output_tensor_id = -1;
+  r.reason = AliasReason::NotUpdated;
+  r.detail.clear();
 }
 
 }  // namespace
@@ -72,14 +80,18 @@ std::string DetailText::render() const {
   return out;
 }
 
-DonationPlan decide_donation(const DonationInput& in) {
-  DonationPlan plan;
-  plan.donation.assign(in.params.size(), -1);
-  std::vector<bool> output_taken(in.output_bytes.size(), false);
-  std::vector<ParamReport> reports(in.params.size());
-  plan.details.assign(in.params.size(), DetailText{});
-  std::vector<bool> decided(in.params.size(), false);
-  const std::vector<BufferUse> uses = buffer_uses(in);
+void decide_donation(const DonationInput& in, DonationPlan& plan) {
+  std::vector<char>& output_taken = plan.output_taken;
+  std::vector<char>& decided = plan.decided;
+  std::vector<BufferUse>& uses = plan.uses;
+  const size_t n = in.params.size();
+  plan.donation.assign(n, -1);
+  plan.reports.resize(n);
+  plan.details.assign(n, DetailText{});
+  plan.user_donated.clear();
+  output_taken.assign(in.output_bytes.size(), 0);
+  decided.assign(n, 0);
+  buffer_uses(in, uses);
   std::unordered_set<const runtime::Buffer*> outside;  // computed on first need
   bool outside_known = false;
   // Pass 0 gives buffers to their own tensors' outputs (in-place updates) first, so that a
@@ -89,11 +101,8 @@ DonationPlan decide_donation(const DonationInput& in) {
       if (decided[p]) continue;
       const bool own_only = pass == 0;
       runtime::Buffer* b = in.params[p];
-      ParamReport r;
-      r.buffer_id = b->id();
-      r.bytes = static_cast<int64_t>(b->bytes());
-      r.shape = in.param_nodes[p]->shape();
-      r.dtype = in.param_nodes[p]->dtype();
+      ParamReport& r = plan.reports[p];  // pass 1 resets what an undecided pass 0 wrote
+      reset_report(r, *b, *in.param_nodes[p]);
 
       // Who holds b now, and which of them this program rewrites.
       const std::vector<size_t>& rewritten = uses[p].rewritten;
@@ -117,13 +126,13 @@ DonationPlan decide_donation(const DonationInput& in) {
         if (own_only) return;  // decided in pass 1
         r.reason = why;
         text(t, args);
-        decided[p] = true;
+        decided[p] = 1;
       };
       auto donate = [&](int32_t out, AliasReason why, const char* t,
                         std::initializer_list<int64_t> args) {
-        decided[p] = true;
+        decided[p] = 1;
         plan.donation[p] = out;
-        output_taken[out] = true;
+        output_taken[out] = 1;
         r.donated = true;
         r.output_index = out;
         r.output_tensor_id = in.output_tensor[out];
@@ -202,11 +211,8 @@ DonationPlan decide_donation(const DonationInput& in) {
           keep(AliasReason::NoMatchingOutput, "its tensor's output already reuses another buffer");
         }
       }
-      if (decided[p]) reports[p] = std::move(r);
     }
   }
-  plan.reports = std::move(reports);
-  return plan;
 }
 
 }  // namespace lazyx::graph

@@ -27,8 +27,31 @@ namespace {
 
 uint64_t walk_epoch_counter = 0;
 int64_t sync_counter = 0;
-StepReport last_report;
-std::vector<DetailText> last_details;  // last_report's detail texts, until rendered
+// The last sync's report and the one the next sync writes (its lists keep their capacity, so a
+// cached step allocates nothing for its report). A nested sync writes a report of its own.
+StepReport report_slots[2];
+int last_slot = 0;
+int sync_depth = 0;
+std::vector<DetailText> last_details;  // the last report's detail texts, until rendered
+
+StepReport& last_report() { return report_slots[last_slot]; }
+
+// The report a sync at depth 0 writes: reset, with its lists' capacity kept.
+StepReport& next_report() {
+  StepReport& r = report_slots[1 - last_slot];
+  std::vector<ParamReport> params = std::move(r.params);  // decide_donation rewrites each field
+  std::vector<int64_t> materialized = std::move(r.materialized);
+  r = StepReport();
+  materialized.clear();
+  r.materialized = std::move(materialized);
+  r.params = std::move(params);
+  return r;
+}
+
+struct DepthGuard {
+  DepthGuard() { ++sync_depth; }
+  ~DepthGuard() { --sync_depth; }
+};
 
 double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -205,8 +228,12 @@ void render_details(StepReport& r, const std::vector<DetailText>& details) {
   }
 }
 
-void finish_report(StepReport r, std::vector<DetailText>* details = nullptr) {
-  last_report = std::move(r);
+void finish_report(StepReport& r, std::vector<DetailText>* details = nullptr) {
+  if (&r == &report_slots[1 - last_slot]) {
+    last_slot = 1 - last_slot;
+  } else {
+    last_report() = std::move(r);
+  }
   last_details.clear();
   if (details) last_details.swap(*details);
 }
@@ -256,6 +283,7 @@ struct SyncScratch {
   std::vector<runtime::BufferPtr> outputs;
   std::vector<char> donated_output;
   std::vector<ir::NodePtr> old;
+  DonationPlan plan;
 };
 
 class ScratchLease {
@@ -286,6 +314,7 @@ class ScratchLease {
     s.outputs.clear();  // drops the buffers' references: must run before the next step
     s.donated_output.clear();
     s.old.clear();
+    s.plan.user_donated.clear();
     pool().push_back(std::move(s_));
   }
   SyncScratch& operator*() { return *s_; }
@@ -323,12 +352,14 @@ void sync_storages(SyncKind kind, std::vector<Storage*> targets, const char* wha
                   targets.end());
   }
   std::vector<int64_t> kept_live = add_kept_live(kind, targets);
-  StepReport report;
+  DepthGuard depth;
+  StepReport nested;
+  StepReport& report = sync_depth == 1 ? next_report() : nested;
   report.kind = op;
   report.step = ++sync_counter;
   if (targets.empty()) {  // nothing to run: succeeds even on a dead backend
     report.backend = backend_name();
-    finish_report(std::move(report));
+    finish_report(report);
     return;
   }
   backend::Backend& be = backend::active_backend(op);
@@ -363,7 +394,8 @@ void sync_storages(SyncKind kind, std::vector<Storage*> targets, const char* wha
     din.target_output.push_back(n->walk_index);
     din.target_passthrough.push_back(nullptr);
   }
-  DonationPlan plan;
+  DonationPlan& plan = (*lease).plan;
+  plan.reports = std::move(report.params);  // decide_donation overwrites every field
   std::vector<ir::NodePtr> unread;
   for (;;) {
     walk(op, w);
@@ -399,7 +431,7 @@ void sync_storages(SyncKind kind, std::vector<Storage*> targets, const char* wha
     din.params = w.params;
     din.params_epoch = w.epoch;
     for (int32_t pi : w.param_instr) din.param_nodes.push_back(w.order[pi]);
-    plan = decide_donation(din);
+    decide_donation(din, plan);
     // A window read at a run-time offset has a parameter slot of its own; if its buffer is
     // donated, walk again with that buffer's offsets in the graph, so every read of it is seen.
     std::unordered_set<runtime::Buffer*> fold = donated_windows(w, plan);
@@ -529,7 +561,7 @@ void sync_storages(SyncKind kind, std::vector<Storage*> targets, const char* wha
     }
   }
   diag::end_sync(dctx, report);
-  finish_report(std::move(report), &plan.details);
+  finish_report(report, &plan.details);
 }
 
 }  // namespace lazyx::graph
@@ -557,10 +589,10 @@ void sync(const std::vector<Tensor>& tensors) {
 StepReport last_step() {
   EngineLock lock(engine_mutex());
   if (!graph::last_details.empty()) {
-    graph::render_details(graph::last_report, graph::last_details);
+    graph::render_details(graph::last_report(), graph::last_details);
     graph::last_details.clear();
   }
-  return graph::last_report;
+  return graph::last_report();
 }
 
 bool set_buffer_donation(const Tensor& t, bool should_donate) {

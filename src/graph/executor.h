@@ -45,14 +45,26 @@ struct DetailText {
   std::string render() const;
 };
 
+// Where a parameter's buffer appears among the targets and the live storages.
+struct BufferUse {
+  std::vector<size_t> rewritten;         // target indices whose alias source is the buffer
+  const Storage* passthrough = nullptr;  // a target taking the buffer as is
+  const Storage* holder = nullptr;       // the first live storage holding it, for the report
+  const Storage* flagged = nullptr;      // a holder flagged by set_buffer_donation
+};
+
 struct DonationPlan {
   std::vector<int32_t> donation;  // per parameter slot: output index or -1
   std::vector<ParamReport> reports;    // details empty: see `details`
   std::vector<DetailText> details;     // per parameter slot
   std::vector<Storage*> user_donated;  // flagged storages that give their buffer away
+  // decide_donation's own lists, kept with the plan for their capacity.
+  std::vector<char> output_taken, decided;
+  std::vector<BufferUse> uses;
 };
 
-DonationPlan decide_donation(const DonationInput& in);
+// Fills `plan`, reusing its vectors (a cached step then allocates nothing for it).
+void decide_donation(const DonationInput& in, DonationPlan& plan);
 
 // Program cache (program_cache.cpp): an LRU keyed by the graph key.
 struct CachedProgram;

@@ -20,11 +20,37 @@ struct Metric {
   size_t next = 0;  // ring position once full
 };
 
+// The entries a step touches, found again without walking the map: slot by the name's address,
+// then one comparison of the name itself (so a reused address cannot hit the wrong entry).
+template <class V>
+struct HotCache {
+  struct Slot {
+    const std::string* key = nullptr;
+    V* value = nullptr;
+  };
+  Slot slots[16];
+
+  template <class Map>
+  V& find(Map& map, std::string_view name) {
+    Slot& s = slots[(reinterpret_cast<uintptr_t>(name.data()) >> 3) & 15];
+    if (s.key && *s.key == name) return *s.value;
+    auto it = map.find(name);
+    if (it == map.end()) it = map.emplace(std::string(name), V()).first;
+    s = {&it->first, &it->second};
+    return it->second;
+  }
+  void clear() {
+    for (Slot& s : slots) s = {};
+  }
+};
+
 struct Registry {
   std::mutex mu;
   // Transparent comparators: a lookup by literal builds no string (a step adds five).
   std::map<std::string, int64_t, std::less<>> counters;
   std::map<std::string, Metric, std::less<>> metrics;
+  HotCache<int64_t> hot_counters;
+  HotCache<Metric> hot_metrics;
 };
 
 Registry& reg() {
@@ -53,17 +79,15 @@ std::string fmt(const std::string& name, double v) {
 }  // namespace
 
 void add_counter(std::string_view name, int64_t delta) {
-  std::lock_guard<std::mutex> l(reg().mu);
-  auto it = reg().counters.find(name);
-  if (it == reg().counters.end()) it = reg().counters.emplace(std::string(name), 0).first;
-  it->second += delta;
+  Registry& r = reg();
+  std::lock_guard<std::mutex> l(r.mu);
+  r.hot_counters.find(r.counters, name) += delta;
 }
 
 void add_sample(std::string_view name, double value) {
-  std::lock_guard<std::mutex> l(reg().mu);
-  auto it = reg().metrics.find(name);
-  if (it == reg().metrics.end()) it = reg().metrics.emplace(std::string(name), Metric()).first;
-  Metric& m = it->second;
+  Registry& r = reg();
+  std::lock_guard<std::mutex> l(r.mu);
+  Metric& m = r.hot_metrics.find(r.metrics, name);
   m.data.total_samples++;
   m.data.accumulator += value;
   if (m.data.samples.size() < kMaxSamples) {
@@ -108,11 +132,13 @@ std::vector<std::string> metric_names() {
 void clear_counters() {
   std::lock_guard<std::mutex> l(reg().mu);
   reg().counters.clear();
+  reg().hot_counters.clear();
 }
 
 void clear_metrics() {
   std::lock_guard<std::mutex> l(reg().mu);
   reg().metrics.clear();
+  reg().hot_metrics.clear();
 }
 
 void clear_all() {

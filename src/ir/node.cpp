@@ -2,6 +2,8 @@
 
 #include <atomic>
 #include <iterator>
+#include <new>
+#include <utility>
 #include <vector>
 
 #include "runtime/buffer.h"
@@ -10,18 +12,103 @@ namespace lazyx::ir {
 
 namespace {
 std::atomic<int64_t> next_node_id{1};
+
+// Recycles node blocks (a node and its shared_ptr count, allocated together). A step frees about
+// as many nodes as it makes, often on another thread (the autograd thread traces the backward),
+// and malloc's per-thread caches keep only a few blocks of a size. At most kKeep free blocks stay
+// here (a few MiB); the rest go back to malloc. Address sanitizer builds do not pool, so a use
+// after free still shows.
+class NodePool {
+ public:
+  void* get(size_t bytes) {
+    if (kPool && bytes == block_size()) {
+      lock();
+      if (Free* f = free_) {
+        free_ = f->next;
+        --count_;
+        unlock();
+        return f;
+      }
+      unlock();
+    }
+    return ::operator new(bytes);
+  }
+  void put(void* p, size_t bytes) {
+    if (kPool && bytes == block_size()) {
+      lock();
+      if (count_ < kKeep) {
+        auto* f = static_cast<Free*>(p);
+        f->next = free_;
+        free_ = f;
+        ++count_;
+        unlock();
+        return;
+      }
+      unlock();
+    }
+    ::operator delete(p);
+  }
+  // The one block size pooled: the first size asked for (every node block has the same).
+  size_t block_size() const { return block_.load(std::memory_order_relaxed); }
+  void set_block_size(size_t bytes) {
+    size_t zero = 0;
+    if (block_size() == 0) block_.compare_exchange_strong(zero, bytes, std::memory_order_relaxed);
+  }
+
+ private:
+#if defined(__SANITIZE_ADDRESS__)
+  static constexpr bool kPool = false;
+#else
+  static constexpr bool kPool = true;
+#endif
+  static constexpr size_t kKeep = 16384;
+  struct Free {
+    Free* next;
+  };
+  void lock() {
+    while (busy_.test_and_set(std::memory_order_acquire)) {
+    }
+  }
+  void unlock() { busy_.clear(std::memory_order_release); }
+
+  std::atomic_flag busy_ = ATOMIC_FLAG_INIT;
+  std::atomic<size_t> block_{0};
+  Free* free_ = nullptr;
+  size_t count_ = 0;
+};
+
+NodePool& node_pool() {
+  static NodePool* p = new NodePool();  // never destroyed: nodes may die during exit
+  return *p;
 }
 
-uint64_t hash_combine(uint64_t seed, uint64_t v) {
-  // splitmix64 finalizer over the pair: cheap and well mixed.
-  uint64_t x = seed ^ (v + 0x9e3779b97f4a7c15ull + (seed << 6) + (seed >> 2));
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ull;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebull;
-  x ^= x >> 31;
-  return x;
+// The allocator std::allocate_shared uses for nodes: it takes node blocks from the pool.
+template <class T>
+struct PoolAllocator {
+  using value_type = T;
+  PoolAllocator() = default;
+  template <class U>
+  PoolAllocator(const PoolAllocator<U>&) {}
+  T* allocate(size_t n) {
+    node_pool().set_block_size(sizeof(T));
+    return static_cast<T*>(node_pool().get(n * sizeof(T)));
+  }
+  void deallocate(T* p, size_t n) { node_pool().put(p, n * sizeof(T)); }
+  template <class U>
+  bool operator==(const PoolAllocator<U>&) const {
+    return true;
+  }
+  template <class U>
+  bool operator!=(const PoolAllocator<U>&) const {
+    return false;
+  }
+};
+
+template <class... A>
+NodePtr new_node(A&&... args) {
+  return std::allocate_shared<Node>(PoolAllocator<Node>(), std::forward<A>(args)...);
 }
+}  // namespace
 
 int64_t shape_numel(const Shape& s) {
   int64_t n = 1;
@@ -92,22 +179,21 @@ NodePtr Node::window(std::shared_ptr<runtime::Buffer> buffer, Shape shape, Dtype
 }
 
 NodePtr Node::parameter(std::shared_ptr<runtime::Buffer> buffer, Shape shape, Dtype dtype) {
-  auto n = std::make_shared<Node>(Op::Parameter, dtype, std::move(shape), std::vector<NodePtr>{});
+  auto n = new_node(Op::Parameter, dtype, std::move(shape), std::vector<NodePtr>{});
   n->buffer_version_ = buffer->version();
   n->buffer_ = std::move(buffer);
   return n;
 }
 
 NodePtr Node::scalar(Dtype dtype, double f, int64_t i) {
-  auto n = std::make_shared<Node>(Op::Scalar, dtype, Shape{}, std::vector<NodePtr>{});
+  auto n = new_node(Op::Scalar, dtype, Shape{}, std::vector<NodePtr>{});
   n->scalar_f_ = f;
   n->scalar_i_ = i;
   return n;
 }
 
 NodePtr make_node(Op op, Dtype dtype, Shape shape, std::vector<NodePtr> operands, Attrs attrs) {
-  return std::make_shared<Node>(op, dtype, std::move(shape), std::move(operands),
-                                std::move(attrs));
+  return new_node(op, dtype, std::move(shape), std::move(operands), std::move(attrs));
 }
 
 }  // namespace lazyx::ir

@@ -85,7 +85,16 @@ class Node {
 NodePtr make_node(Op op, Dtype dtype, Shape shape, std::vector<NodePtr> operands,
                   Attrs attrs = {});
 
-uint64_t hash_combine(uint64_t seed, uint64_t v);
+// splitmix64's finalizer over the pair: cheap and well mixed. Inline: a walk calls it per node.
+inline uint64_t hash_combine(uint64_t seed, uint64_t v) {
+  uint64_t x = seed ^ (v + 0x9e3779b97f4a7c15ull + (seed << 6) + (seed >> 2));
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ull;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebull;
+  x ^= x >> 31;
+  return x;
+}
 int64_t shape_numel(const Shape& s);
 Shape contiguous_strides(const Shape& s);
 

@@ -25,6 +25,13 @@ struct Cache {
   int pinned = 0;  // nested Snapshots
   uint64_t signature = 0;
   std::vector<const char*> entries;  // "LAZYX_...=value", read live: values edited in place show
+  // Answers found since the last rescan, keyed by the name's address (names are literals).
+  struct Memo {
+    const char* name;
+    const char* value;
+  };
+  Memo memo[16];
+  int memo_n = 0;
 };
 thread_local Cache cache;
 
@@ -37,25 +44,35 @@ uint64_t environ_signature() {
   return sum ^ (mix * 0x9e3779b97f4a7c15ull);
 }
 
-void refresh() {
+void refresh(Cache& c) {
   const uint64_t sig = environ_signature();
-  if (cache.valid && sig == cache.signature) return;
-  cache.entries.clear();
+  if (c.valid && sig == c.signature) return;
+  c.entries.clear();
+  c.memo_n = 0;
   for (char** e = environ; e && *e; ++e) {
-    if (std::strncmp(*e, "LAZYX_", 6) == 0) cache.entries.push_back(*e);
+    if (std::strncmp(*e, "LAZYX_", 6) == 0) c.entries.push_back(*e);
   }
-  cache.signature = sig;
-  cache.valid = true;
+  c.signature = sig;
+  c.valid = true;
 }
 
 const char* lookup(const char* name) {
-  if (std::strncmp(name, "LAZYX_", 6) != 0) return std::getenv(name);
-  if (!cache.pinned) refresh();
-  const size_t n = std::strlen(name);
-  for (const char* e : cache.entries) {
-    if (std::strncmp(e, name, n) == 0 && e[n] == '=') return e + n + 1;
+  Cache& c = cache;  // one thread-local access
+  if (!c.pinned) refresh(c);
+  for (int i = 0; i < c.memo_n; ++i) {
+    if (c.memo[i].name == name) return c.memo[i].value;
   }
-  return nullptr;
+  if (std::strncmp(name, "LAZYX_", 6) != 0) return std::getenv(name);
+  const size_t n = std::strlen(name);
+  const char* value = nullptr;
+  for (const char* e : c.entries) {
+    if (std::strncmp(e, name, n) == 0 && e[n] == '=') {
+      value = e + n + 1;
+      break;
+    }
+  }
+  if (c.memo_n < 16) c.memo[c.memo_n++] = {name, value};
+  return value;
 }
 
 std::string lower(const char* v) {
@@ -72,7 +89,8 @@ std::string lower(const char* v) {
 }  // namespace
 
 Snapshot::Snapshot() {
-  if (cache.pinned++ == 0) refresh();
+  Cache& c = cache;
+  if (c.pinned++ == 0) refresh(c);
 }
 
 Snapshot::~Snapshot() { --cache.pinned; }

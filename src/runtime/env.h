@@ -17,6 +17,7 @@ class Snapshot {
   Snapshot& operator=(const Snapshot&) = delete;
 };
 
+// Names must be string literals: answers are remembered by the name's address.
 // A switch: 1/0, true/false, on/off, yes/no (any case). Unset or empty gives `dflt`.
 bool flag(const char* name, bool dflt);
 // A decimal integer in [lo, hi]. Unset or empty gives `dflt`.

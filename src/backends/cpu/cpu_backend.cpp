@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <memory>
+#include <vector>
 
 #include "backends/backend.h"
 #include "backends/cpu/codegen.h"
@@ -46,7 +48,11 @@ std::string kernel_name(const LoweredGraph& g, const FusedSpec& spec) {
 // parallel_for whose chunks are spans on the threads that run them while profiling.
 template <class F>
 void traced_for(const std::string* name, int64_t n, int64_t grain, int64_t min_parallel, F fn) {
-  if (name == nullptr) return ThreadPool::get().parallel_for(n, grain, min_parallel, fn);
+  if (name == nullptr) {  // one captured pointer: the std::function does not allocate
+    const F* f = &fn;
+    return ThreadPool::get().parallel_for(n, grain, min_parallel,
+                                          [f](int64_t b, int64_t e) { (*f)(b, e); });
+  }
   ThreadPool::get().parallel_for(n, grain, min_parallel, [&](int64_t b, int64_t e) {
     const double t0 = profile::now_us();
     fn(b, e);
@@ -54,6 +60,38 @@ void traced_for(const std::string* name, int64_t n, int64_t grain, int64_t min_p
                     "\"range\": [" + std::to_string(b) + ", " + std::to_string(e) + "]");
   });
 }
+
+// Lists one program run fills, kept per thread; a nested run (none is expected) gets its own.
+struct ExecScratch {
+  std::vector<int64_t> scalar_store;
+  std::vector<char*> ptr;
+  std::vector<void*> bufs;
+  std::vector<backend::ScalarValue> local_scalars;
+
+  class Lease {
+   public:
+    Lease() {
+      auto& l = free_list();
+      if (l.empty()) {
+        s_ = std::make_unique<ExecScratch>();
+      } else {
+        s_ = std::move(l.back());
+        l.pop_back();
+      }
+    }
+    ~Lease() { free_list().push_back(std::move(s_)); }
+    Lease(const Lease&) = delete;
+    Lease& operator=(const Lease&) = delete;
+    ExecScratch* operator->() { return s_.get(); }
+
+   private:
+    static std::vector<std::unique_ptr<ExecScratch>>& free_list() {
+      thread_local std::vector<std::unique_ptr<ExecScratch>> l;
+      return l;
+    }
+    std::unique_ptr<ExecScratch> s_;
+  };
+};
 
 class CpuBackend : public backend::Backend {
  public:
@@ -93,8 +131,11 @@ class CpuBackend : public backend::Backend {
       if (!outputs[c.out])
         outputs[c.out] = allocate(static_cast<size_t>(value_bytes(g.instrs[c.src_instr])));
     }
-    std::vector<int64_t> scalar_store(n, 0);
-    std::vector<char*> ptr(n, nullptr);
+    ExecScratch::Lease lease;  // the per-run lists, reused so a cached run allocates nothing
+    std::vector<int64_t>& scalar_store = lease->scalar_store;
+    std::vector<char*>& ptr = lease->ptr;
+    scalar_store.assign(n, 0);
+    ptr.assign(n, nullptr);
     auto resolve = [&](const Loc& l, size_t i) -> char* {
       switch (l.kind) {
         case LocKind::Param:
@@ -113,8 +154,8 @@ class CpuBackend : public backend::Backend {
     };
     for (size_t i = 0; i < n; ++i) ptr[i] = resolve(p.loc[i], i);
 
-    std::vector<void*> bufs;
-    std::vector<backend::ScalarValue> local_scalars;
+    std::vector<void*>& bufs = lease->bufs;
+    std::vector<backend::ScalarValue>& local_scalars = lease->local_scalars;
     for (const Step& s : p.steps) {
       if (s.numel == 0 && s.pre_copies.empty()) continue;
       if (s.kind == StepKind::Check) {
