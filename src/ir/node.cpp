@@ -126,7 +126,32 @@ Shape contiguous_strides(const Shape& s) {
   return st;
 }
 
-Node::Node(Op op, Dtype dtype, Shape shape, std::vector<NodePtr> operands, Attrs attrs)
+Operands::Operands(std::initializer_list<NodePtr> l) {
+  resize(l.size());
+  size_t i = 0;
+  for (const NodePtr& n : l) at(i++) = n;
+}
+
+Operands::Operands(std::vector<NodePtr>&& v) {
+  resize(v.size());
+  for (size_t i = 0; i < v.size(); ++i) at(i) = std::move(v[i]);
+}
+
+Operands::Operands(const std::vector<NodePtr>& v) {
+  resize(v.size());
+  for (size_t i = 0; i < v.size(); ++i) at(i) = v[i];
+}
+
+void Operands::resize(size_t n) {
+  if (n > kInline) {
+    auto h = std::make_unique<NodePtr[]>(n);
+    for (size_t i = 0; i < n_; ++i) h[i] = std::move(data()[i]);
+    heap_ = std::move(h);
+  }
+  n_ = static_cast<uint32_t>(n);
+}
+
+Node::Node(Op op, Dtype dtype, Shape shape, Operands&& operands, Attrs attrs)
     : op_(op),
       dtype_(dtype),
       shape_(std::move(shape)),
@@ -154,11 +179,13 @@ thread_local std::vector<NodePtr>* release_stack = nullptr;
 Node::~Node() {
   if (operands_.empty()) return;
   if (release_stack) {  // an outer ~Node is draining: hand the operands to it
-    for (NodePtr& o : operands_) release_stack->push_back(std::move(o));
+    for (size_t i = 0; i < operands_.size(); ++i) {
+      release_stack->push_back(std::move(operands_.at(i)));
+    }
     return;
   }
-  std::vector<NodePtr> stack(std::make_move_iterator(operands_.begin()),
-                             std::make_move_iterator(operands_.end()));
+  std::vector<NodePtr> stack(std::make_move_iterator(operands_.data()),
+                             std::make_move_iterator(operands_.data() + operands_.size()));
   release_stack = &stack;
   while (!stack.empty()) {
     NodePtr n = std::move(stack.back());
@@ -179,20 +206,20 @@ NodePtr Node::window(std::shared_ptr<runtime::Buffer> buffer, Shape shape, Dtype
 }
 
 NodePtr Node::parameter(std::shared_ptr<runtime::Buffer> buffer, Shape shape, Dtype dtype) {
-  auto n = new_node(Op::Parameter, dtype, std::move(shape), std::vector<NodePtr>{});
+  auto n = new_node(Op::Parameter, dtype, std::move(shape), Operands());
   n->buffer_version_ = buffer->version();
   n->buffer_ = std::move(buffer);
   return n;
 }
 
 NodePtr Node::scalar(Dtype dtype, double f, int64_t i) {
-  auto n = new_node(Op::Scalar, dtype, Shape{}, std::vector<NodePtr>{});
+  auto n = new_node(Op::Scalar, dtype, Shape{}, Operands());
   n->scalar_f_ = f;
   n->scalar_i_ = i;
   return n;
 }
 
-NodePtr make_node(Op op, Dtype dtype, Shape shape, std::vector<NodePtr> operands, Attrs attrs) {
+NodePtr make_node(Op op, Dtype dtype, Shape shape, Operands operands, Attrs attrs) {
   return new_node(op, dtype, std::move(shape), std::move(operands), std::move(attrs));
 }
 

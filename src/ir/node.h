@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <vector>
 
@@ -27,9 +28,43 @@ struct Attrs {
 class Node;
 using NodePtr = std::shared_ptr<Node>;
 
+// A node's operands: up to three in place (almost every op), more in a heap array.
+class Operands {
+ public:
+  Operands() = default;
+  Operands(std::initializer_list<NodePtr> l);
+  Operands(std::vector<NodePtr>&& v);  // NOLINT: implicit, callers pass vectors
+  Operands(const std::vector<NodePtr>& v);  // NOLINT
+  Operands(Operands&& o) noexcept : n_(o.n_), heap_(std::move(o.heap_)) {
+    for (uint32_t i = 0; i < o.n_ && i < kInline; ++i) inline_[i] = std::move(o.inline_[i]);
+    o.n_ = 0;
+  }
+  Operands& operator=(Operands&&) = delete;
+  Operands(const Operands&) = delete;
+  Operands& operator=(const Operands&) = delete;
+  ~Operands() = default;
+
+  // Room for `n` operands, all empty; fill them through at().
+  void resize(size_t n);
+  NodePtr& at(size_t i) { return data()[i]; }
+  size_t size() const { return n_; }
+  bool empty() const { return n_ == 0; }
+  const NodePtr* begin() const { return data(); }
+  const NodePtr* end() const { return data() + n_; }
+  const NodePtr& operator[](size_t i) const { return data()[i]; }
+  NodePtr* data() { return heap_ ? heap_.get() : inline_; }
+  const NodePtr* data() const { return heap_ ? heap_.get() : inline_; }
+
+ private:
+  static constexpr size_t kInline = 3;
+  uint32_t n_ = 0;
+  NodePtr inline_[kInline];
+  std::unique_ptr<NodePtr[]> heap_;
+};
+
 class Node {
  public:
-  Node(Op op, Dtype dtype, Shape shape, std::vector<NodePtr> operands, Attrs attrs = {});
+  Node(Op op, Dtype dtype, Shape shape, Operands&& operands, Attrs attrs = {});
   // Releases operands iteratively, so dropping a chain of any length uses constant stack.
   ~Node();
   Node(const Node&) = delete;
@@ -39,7 +74,7 @@ class Node {
   Dtype dtype() const { return dtype_; }
   const Shape& shape() const { return shape_; }
   const Attrs& attrs() const { return attrs_; }
-  const std::vector<NodePtr>& operands() const { return operands_; }
+  const Operands& operands() const { return operands_; }
   const NodePtr& operand(size_t i) const { return operands_[i]; }
   uint64_t hash() const { return hash_; }
   int64_t id() const { return id_; }
@@ -71,7 +106,7 @@ class Node {
   Dtype dtype_;
   Shape shape_;
   Attrs attrs_;
-  std::vector<NodePtr> operands_;
+  Operands operands_;
   uint64_t hash_ = 0;
   int64_t id_ = 0;
   std::shared_ptr<runtime::Buffer> buffer_;
@@ -82,8 +117,7 @@ class Node {
   int64_t scalar_i_ = 0;
 };
 
-NodePtr make_node(Op op, Dtype dtype, Shape shape, std::vector<NodePtr> operands,
-                  Attrs attrs = {});
+NodePtr make_node(Op op, Dtype dtype, Shape shape, Operands operands, Attrs attrs = {});
 
 // splitmix64's finalizer over the pair: cheap and well mixed. Inline: a walk calls it per node.
 inline uint64_t hash_combine(uint64_t seed, uint64_t v) {

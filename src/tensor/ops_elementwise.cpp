@@ -70,9 +70,10 @@ ir::NodePtr elementwise(Op op, const char* name, std::initializer_list<Arg> args
   for (const Arg* a = first + 1; a != args.end(); ++a) {
     if (a->shape() != shape) shape = ir::broadcast_shapes(name, shape, a->shape());
   }
-  std::vector<ir::NodePtr> ops;
-  ops.reserve(args.size());
-  for (const Arg& a : args) ops.push_back(node_of(a, rt));
+  ir::Operands ops;
+  ops.resize(args.size());
+  size_t k = 0;
+  for (const Arg& a : args) ops.at(k++) = node_of(a, rt);
   if (out_dtype) attrs.i0 = static_cast<int64_t>(rt);  // the compute dtype of comparisons
   return ir::make_node(op, out_dtype.value_or(rt), std::move(shape), std::move(ops),
                        std::move(attrs));
