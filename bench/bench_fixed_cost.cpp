@@ -3,9 +3,12 @@
 // same update as a hand loop and a cached step of 16 x 1024 floats (the work it adds).
 // Quiet, then beside a busy process it starts itself.
 //   bench_fixed_cost [steps]   prints "load name value unit" lines.
+//   bench_fixed_cost steps --cached-only   runs only the 1K cached steps (one round, quiet), for
+//   counting instructions (bench/run_fixed_cost_instructions.sh).
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "bench_util.h"
@@ -80,6 +83,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   set_backend("cpu");
+  if (argc > 2 && std::string(argv[2]) == "--cached-only") {
+    std::printf("cached_step_1k %.3f us\n", step_us(1024, steps, 1));
+    return 0;
+  }
   std::printf("threads %d\n", bench::num_threads());
   print("quiet", measure(steps));
   bench::BusyProcess busy;

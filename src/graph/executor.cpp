@@ -32,6 +32,7 @@ int64_t sync_counter = 0;
 StepReport report_slots[2];
 int last_slot = 0;
 int sync_depth = 0;
+std::vector<Storage*> spare_targets;   // the last mark_step's target list, kept for its capacity
 std::vector<DetailText> last_details;  // the last report's detail texts, until rendered
 
 StepReport& last_report() { return report_slots[last_slot]; }
@@ -339,6 +340,7 @@ void sync_storages(SyncKind kind, std::vector<Storage*> targets, const char* wha
   dist::on_sync_start(kind == SyncKind::MarkStep);
   if (kind == SyncKind::MarkStep) {
     metrics::add_counter("MarkStep");
+    targets.swap(spare_targets);
     targets.clear();
     for (Storage* s = Storage::first_live(); s; s = s->next_live()) {
       if (s->pending()) targets.push_back(s);
@@ -562,6 +564,7 @@ void sync_storages(SyncKind kind, std::vector<Storage*> targets, const char* wha
   }
   diag::end_sync(dctx, report);
   finish_report(report, &plan.details);
+  if (kind == SyncKind::MarkStep) spare_targets.swap(targets);
 }
 
 }  // namespace lazyx::graph

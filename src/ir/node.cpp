@@ -184,6 +184,11 @@ Node::~Node() {
     }
     return;
   }
+  // Operands that others keep alive, or that have none of their own, release without recursion:
+  // the common case, which then needs no stack.
+  bool cascades = false;
+  for (const NodePtr& o : operands_) cascades |= o && o.use_count() == 1 && !o->operands_.empty();
+  if (!cascades) return;
   std::vector<NodePtr> stack(std::make_move_iterator(operands_.data()),
                              std::make_move_iterator(operands_.data() + operands_.size()));
   release_stack = &stack;

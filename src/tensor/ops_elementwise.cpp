@@ -68,7 +68,10 @@ ir::NodePtr elementwise(Op op, const char* name, std::initializer_list<Arg> args
   const Arg* first = args.begin();
   Shape shape = first->shape();
   for (const Arg* a = first + 1; a != args.end(); ++a) {
-    if (a->shape() != shape) shape = ir::broadcast_shapes(name, shape, a->shape());
+    // A 0-dim argument (a scalar) broadcasts to any shape: no new shape to build.
+    if (!a->shape().empty() && a->shape() != shape) {
+      shape = ir::broadcast_shapes(name, shape, a->shape());
+    }
   }
   ir::Operands ops;
   ops.resize(args.size());
