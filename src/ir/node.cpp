@@ -154,9 +154,9 @@ void Operands::resize(size_t n) {
 Node::Node(Op op, Dtype dtype, Shape shape, Operands&& operands, Attrs attrs)
     : op_(op),
       dtype_(dtype),
+      operands_(std::move(operands)),
       shape_(std::move(shape)),
       attrs_(std::move(attrs)),
-      operands_(std::move(operands)),
       id_(next_node_id.fetch_add(1, std::memory_order_relaxed)) {
   // Structure, shapes, dtypes and attributes; never buffer identity or scalar values.
   uint64_t h = hash_combine(static_cast<uint64_t>(op_) + 1, static_cast<uint64_t>(dtype_));

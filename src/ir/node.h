@@ -102,12 +102,13 @@ class Node {
   static NodePtr scalar(Dtype dtype, double f, int64_t i);
 
  private:
+  // What a graph walk reads first (after the walk fields above), so it shares their cache line.
   Op op_;
   Dtype dtype_;
+  uint64_t hash_ = 0;
+  Operands operands_;
   Shape shape_;
   Attrs attrs_;
-  Operands operands_;
-  uint64_t hash_ = 0;
   int64_t id_ = 0;
   std::shared_ptr<runtime::Buffer> buffer_;
   uint64_t buffer_version_ = 0;
