@@ -111,7 +111,11 @@ Jit::Jit() {
 }
 
 Jit& the_jit() {
-  static Jit* j = new Jit();  // never destroyed: programs may outlive static teardown
+  // Never destroyed: programs may outlive static teardown.
+  static Jit* j = [] {
+    ProfileSpan span("llvm jit setup", "compile");
+    return new Jit();
+  }();
   return *j;
 }
 
@@ -284,6 +288,7 @@ llvm::TargetMachine& thread_target_machine(Jit& jit, bool full) {
   thread_local std::unique_ptr<llvm::TargetMachine> tms[2];
   std::unique_ptr<llvm::TargetMachine>& tm = tms[full ? 1 : 0];
   if (!tm) {
+    ProfileSpan span("llvm target machine", "compile");
     std::lock_guard<std::mutex> lock(jit.mu);
     auto t = jit.jtmb->createTargetMachine();
     if (!t) llvm_fail("cannot create a target machine", t.takeError());
@@ -320,6 +325,7 @@ const std::string& build_context(Jit& jit) {
 void optimize_and_emit(Jit& jit, Unit& u) {
   llvm::TargetMachine& tm = thread_target_machine(jit, u.full);
   {
+    ProfileSpan span("llvm ir pipeline", "compile");
     llvm::LoopAnalysisManager lam;
     llvm::FunctionAnalysisManager fam;
     llvm::CGSCCAnalysisManager cgam;
@@ -340,6 +346,7 @@ void optimize_and_emit(Jit& jit, Unit& u) {
     std::lock_guard<std::mutex> lock(jit.mu);
     u.mod->print(llvm::errs(), nullptr);
   }
+  ProfileSpan span("llvm codegen", "compile");
   auto obj = orc::SimpleCompiler(tm)(*u.mod);
   if (!obj) {
     llvm::raw_string_ostream os(u.error);
@@ -362,6 +369,7 @@ class ProgramCode : public CompiledModule {
 // Adds a compiled object to the JIT in a JITDylib of its own.
 std::shared_ptr<KernelCode> add_to_jit(Jit& jit, Unit& u, const char* op) {
   auto c = std::make_shared<KernelCode>();  // declared first: its destructor takes jit.mu
+  ProfileSpan span("jit link", "compile");
   std::lock_guard<std::mutex> lock(jit.mu);
   const int64_t id = jit.next_module.fetch_add(1);
   auto jd = jit.jit->getExecutionSession().createJITDylib("lazyx_k" + std::to_string(id));
@@ -445,6 +453,7 @@ std::vector<KernelFn> compile_fused(const LoweredGraph& g, const std::vector<Fus
   {
     std::unordered_map<std::string, int> seen;
     for (size_t k = 0; k < specs.size(); ++k) {
+      ProfileSpan span("kernel ir", "compile");
       Unit& u = units[k];
       u.dump_ir = dump_ir;
       u.ctx = std::make_unique<llvm::LLVMContext>();

@@ -18,6 +18,7 @@
 #include "graph/profile.h"
 #include "ir/shape_infer.h"
 #include "lazyx/debug.h"
+#include "lazyx/diagnostics.h"
 #include "lazyx/error.h"
 
 namespace lazyx::cpu {
@@ -108,7 +109,10 @@ class CpuBackend : public backend::Backend {
   void wait_background() override { wait_for_upgrades(); }
 
   std::unique_ptr<backend::Program> compile(const LoweredGraph& g) override {
-    auto p = plan(widen_half_matmuls(g));
+    auto p = [&] {
+      ProfileSpan span("plan", "compile");
+      return plan(widen_half_matmuls(g));
+    }();
     p->kernels = compile_fused(p->g, p->specs, p->code);
     p->conv = make_conv_cache(p->g);
     return p;
