@@ -30,6 +30,7 @@
 #include <llvm/Config/llvm-config.h>
 #include <llvm/Support/SourceMgr.h>
 #include <llvm/ExecutionEngine/Orc/CompileUtils.h>
+#include <llvm/Linker/Linker.h>
 #if defined(__GNUC__)
 #pragma GCC diagnostic pop
 #endif
@@ -298,15 +299,17 @@ llvm::TargetMachine& thread_target_machine(Jit& jit, bool full) {
   return *tm;
 }
 
-// One kernel in its own module: built and keyed on the caller, optimized and compiled to an
-// object file on a pool thread.
+// One kernel in its own module, built and keyed on the caller and compiled to an object file on
+// a pool thread; or a batch: one pool thread's quick-tier kernels linked into one module.
 struct Unit {
-  std::unique_ptr<llvm::LLVMContext> ctx;
-  std::unique_ptr<llvm::Module> mod;
+  std::shared_ptr<llvm::LLVMContext> ctx;  // shared by the kernels one pool thread compiles
+  std::unique_ptr<llvm::Module> mod;       // destroyed before ctx
   std::string key;   // the unoptimized IR: the in-process sharing key
   std::string pkey;  // the build context and the IR: the persistent cache key
   std::unique_ptr<llvm::MemoryBuffer> obj;
   std::string error;
+  std::string symbol = "lazyx_kernel";  // a lone kernel's object is alike in every program
+  int batch = -1;       // the batch whose object file holds it (else obj)
   bool dump_ir = false;  // LAZYX_CPU_DUMP_IR, read on the caller (pool threads must not throw)
   bool loaded = false;  // from the persistent cache
   bool full = true;     // the tier it compiles at
@@ -366,29 +369,35 @@ class ProgramCode : public CompiledModule {
   std::vector<std::vector<size_t>> users;
 };
 
-// Adds a compiled object to the JIT in a JITDylib of its own.
-std::shared_ptr<KernelCode> add_to_jit(Jit& jit, Unit& u, const char* op) {
-  auto c = std::make_shared<KernelCode>();  // declared first: its destructor takes jit.mu
+// Adds an object file to the JIT in a JITDylib of its own; returns its kernels by symbol.
+std::vector<std::shared_ptr<KernelCode>> add_to_jit(Jit& jit,
+                                                    std::unique_ptr<llvm::MemoryBuffer> obj,
+                                                    const std::vector<std::string>& symbols,
+                                                    bool full, const char* op) {
+  // Declared before the lock: the library's destructor takes jit.mu.
+  auto lib = std::make_shared<KernelLib>();
+  std::vector<std::shared_ptr<KernelCode>> code;
   ProfileSpan span("jit link", "compile");
   std::lock_guard<std::mutex> lock(jit.mu);
   const int64_t id = jit.next_module.fetch_add(1);
   auto jd = jit.jit->getExecutionSession().createJITDylib("lazyx_k" + std::to_string(id));
   if (!jd) llvm_fail("cannot create a kernel's JITDylib", jd.takeError());
   jd->addToLinkOrder(jit.jit->getMainJITDylib());  // Sleef and the process's symbols
-  c->jd = &*jd;
-  if (auto e = jit.jit->addObjectFile(*c->jd, std::move(u.obj))) {
+  lib->jd = &*jd;
+  if (auto e = jit.jit->addObjectFile(*lib->jd, std::move(obj))) {
     llvm_fail("cannot add a kernel to the JIT", std::move(e));
   }
-  auto sym = jit.jit->lookup(*c->jd, "lazyx_kernel");
-  if (!sym) {
-    std::string msg;
-    llvm::raw_string_ostream os(msg);
-    os << sym.takeError();
-    ir::fail(op, "the cpu backend failed to compile a fused loop: " + msg);
+  for (const std::string& name : symbols) {
+    auto sym = jit.jit->lookup(*lib->jd, name);
+    if (!sym) {
+      std::string msg;
+      llvm::raw_string_ostream os(msg);
+      os << sym.takeError();
+      ir::fail(op, "the cpu backend failed to compile a fused loop: " + msg);
+    }
+    code.push_back(std::make_shared<KernelCode>(KernelCode{lib, sym->toPtr<KernelFn>(), full}));
   }
-  c->fn = sym->toPtr<KernelFn>();
-  c->full = u.full;
-  return c;
+  return code;
 }
 
 std::string persistent_key(Jit& jit, const std::string& math, const std::string& ir) {
@@ -397,7 +406,7 @@ std::string persistent_key(Jit& jit, const std::string& math, const std::string&
 
 }  // namespace
 
-KernelCode::~KernelCode() {
+KernelLib::~KernelLib() {
   if (!jd) return;
   Jit& jit = the_jit();
   std::lock_guard<std::mutex> lock(jit.mu);
@@ -427,6 +436,118 @@ void queue_upgrades(ProgramCode& prog, const std::vector<Unit>& units,
   enqueue_upgrades(std::move(items));
 }
 
+// Deals the kernels to n compile threads before they are built (each thread's kernels share one
+// LLVM context): largest estimate first, each to the least loaded.
+std::vector<size_t> deal_kernels(const std::vector<FusedSpec>& specs, size_t n) {
+  auto cost = [&](size_t k) {
+    const FusedSpec& s = specs[k];
+    return s.members.size() + s.inputs.size() + s.outputs.size() + (s.reduce_instr >= 0 ? 8 : 0);
+  };
+  std::vector<size_t> order(specs.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return cost(a) > cost(b); });
+  std::vector<size_t> share_of(specs.size(), 0), load(n, 0);
+  for (size_t k : order) {
+    const size_t t = std::min_element(load.begin(), load.end()) - load.begin();
+    share_of[k] = t;
+    load[t] += cost(k);
+  }
+  return share_of;
+}
+
+// Builds kernel k's module in ctx and keys it by its IR.
+void build_unit(Jit& jit, const LoweredGraph& g, const FusedSpec& spec, const char* op,
+                std::shared_ptr<llvm::LLVMContext> ctx, Unit& u) {
+  ProfileSpan span("kernel ir", "compile");
+  u.ctx = std::move(ctx);
+  u.mod = std::make_unique<llvm::Module>("lazyx_kernel", *u.ctx);
+  u.mod->setDataLayout(jit.tm->createDataLayout());
+  u.mod->setTargetTriple(jit.tm->getTargetTriple().str());
+  if (spec.reduce_instr >= 0) {
+    build_reduce_kernel(jit, *u.ctx, *u.mod, g, spec, u.symbol);
+  } else {
+    build_kernel(jit, *u.ctx, *u.mod, g, spec, u.symbol);
+  }
+  std::string err;
+  llvm::raw_string_ostream os(err);
+  if (llvm::verifyModule(*u.mod, &os)) {
+    ir::fail(op, "internal: the cpu backend generated invalid code: " + os.str());
+  }
+  llvm::raw_string_ostream ks(u.key);
+  u.mod->print(ks, nullptr);
+}
+
+// Compiles one thread's share of the new kernels: full-tier ones alone (the persistent cache
+// keeps one object file per kernel), quick-tier ones linked into one module, so LLVM's
+// per-module work is paid once. Kernels never call each other: each compiles as it would alone.
+void compile_share(Jit& jit, std::vector<Unit>& units, const std::vector<size_t>& share,
+                   int index, Unit& batch, const std::string& cache_dir) {
+  std::vector<size_t> quick;
+  for (size_t k : share) {
+    if (!units[k].full) {
+      quick.push_back(k);
+      continue;
+    }
+    optimize_and_emit(jit, units[k]);
+    if (units[k].obj && !cache_dir.empty()) {
+      std::string_view bytes(units[k].obj->getBufferStart(), units[k].obj->getBufferSize());
+      persistent_cache_store(cache_dir, units[k].pkey, bytes);
+    }
+  }
+  if (quick.size() == 1) optimize_and_emit(jit, units[quick[0]]);
+  if (quick.size() < 2) return;
+  const llvm::Module& first = *units[quick[0]].mod;
+  batch.ctx = units[quick[0]].ctx;
+  batch.mod = std::make_unique<llvm::Module>("lazyx_kernels", *batch.ctx);
+  batch.mod->setDataLayout(first.getDataLayout());
+  batch.mod->setTargetTriple(first.getTargetTriple());
+  batch.dump_ir = units[quick[0]].dump_ir;
+  batch.full = false;
+  llvm::Linker linker(*batch.mod);
+  for (size_t i = 0; i < quick.size(); ++i) {
+    Unit& u = units[quick[i]];
+    u.batch = index;
+    const std::string name = u.symbol + "_" + std::to_string(i);
+    u.mod->getFunction(u.symbol)->setName(name);
+    u.symbol = name;
+    if (linker.linkInModule(std::move(u.mod))) {
+      batch.error = "cannot link the quick-tier kernels";
+      return;
+    }
+  }
+  optimize_and_emit(jit, batch);
+}
+
+// Adds the new kernels' object files to the JIT: each batch's, then each lone kernel's.
+void add_new_code(Jit& jit, std::vector<Unit>& units, std::vector<Unit>& batches,
+                  const std::vector<size_t>& todo, const std::function<const char*(size_t)>& op_of,
+                  std::vector<std::shared_ptr<KernelCode>>& code) {
+  for (size_t k : todo) {
+    const Unit& from = units[k].batch >= 0 ? batches[units[k].batch] : units[k];
+    if (!from.obj) {
+      ir::fail(op_of(k), "the cpu backend failed to compile a fused loop: " + from.error);
+    }
+  }
+  for (size_t b = 0; b < batches.size(); ++b) {
+    if (!batches[b].obj) continue;
+    std::vector<size_t> ks;
+    std::vector<std::string> symbols;
+    for (size_t k : todo) {
+      if (units[k].batch != static_cast<int>(b)) continue;
+      ks.push_back(k);
+      symbols.push_back(units[k].symbol);
+    }
+    auto c = add_to_jit(jit, std::move(batches[b].obj), symbols, false, op_of(ks[0]));
+    for (size_t i = 0; i < ks.size(); ++i) code[ks[i]] = c[i];
+  }
+  for (size_t k : todo) {
+    if (units[k].batch >= 0) continue;
+    Unit& u = units[k];
+    code[k] = add_to_jit(jit, std::move(u.obj), {u.symbol}, u.full, op_of(k))[0];
+  }
+}
+
 }  // namespace
 
 std::vector<KernelFn> compile_fused(const LoweredGraph& g, const std::vector<FusedSpec>& specs,
@@ -434,47 +555,35 @@ std::vector<KernelFn> compile_fused(const LoweredGraph& g, const std::vector<Fus
   std::vector<KernelFn> fns;
   if (specs.empty()) return fns;
   Jit& jit = the_jit();
-  // Every kernel has the same symbol in a JITDylib of its own, so its object file does not
-  // depend on the program and can be reused by any later program or process.
-  const std::string name = "lazyx_kernel";
-  auto op_of = [&](size_t k) {
+  std::function<const char*(size_t)> op_of = [&](size_t k) {
     return specs[k].members.empty() ? "cpu" : ir::op_name(g.instrs[specs[k].members[0]].op);
   };
 
   // Build every kernel and key it by its IR. A training step's programs (the first step, the
   // steady step, evaluation) and same-shaped parameters share most kernels: each distinct one
-  // is compiled once while some program uses it.
+  // is compiled once while some program uses it. Each compile thread's kernels share a context.
   const bool sharing = !env::flag("LAZYX_CPU_NO_KERNEL_SHARING", false);  // a benchmark baseline
   const bool dump_ir = env::flag("LAZYX_CPU_DUMP_IR", false);
   const bool tiered = tiered_compile();
+  ThreadPool& pool = ThreadPool::get();
+  const size_t nshare = std::min<size_t>(specs.size(), static_cast<size_t>(pool.size()));
+  const std::vector<size_t> share_of = deal_kernels(specs, nshare);
+  std::vector<std::shared_ptr<llvm::LLVMContext>> ctxs(nshare);
+  for (auto& c : ctxs) {
+    c = std::make_shared<llvm::LLVMContext>();
+    c->setDiagnosticHandlerCallBack(quiet_diagnostics, nullptr);
+  }
   std::vector<Unit> units(specs.size());
+  std::vector<Unit> batches(nshare);  // each thread's quick-tier kernels, linked
   std::vector<std::shared_ptr<KernelCode>> code(specs.size());
   std::vector<int> same_as(specs.size(), -1);  // an earlier kernel of this program with this IR
   {
     std::unordered_map<std::string, int> seen;
     for (size_t k = 0; k < specs.size(); ++k) {
-      ProfileSpan span("kernel ir", "compile");
-      Unit& u = units[k];
-      u.dump_ir = dump_ir;
-      u.ctx = std::make_unique<llvm::LLVMContext>();
-      u.ctx->setDiagnosticHandlerCallBack(quiet_diagnostics, nullptr);
-      u.mod = std::make_unique<llvm::Module>("lazyx_kernel", *u.ctx);
-      u.mod->setDataLayout(jit.tm->createDataLayout());
-      u.mod->setTargetTriple(jit.tm->getTargetTriple().str());
-      if (specs[k].reduce_instr >= 0) {
-        build_reduce_kernel(jit, *u.ctx, *u.mod, g, specs[k], name);
-      } else {
-        build_kernel(jit, *u.ctx, *u.mod, g, specs[k], name);
-      }
-      std::string err;
-      llvm::raw_string_ostream os(err);
-      if (llvm::verifyModule(*u.mod, &os)) {
-        ir::fail(op_of(k), "internal: the cpu backend generated invalid code: " + os.str());
-      }
-      llvm::raw_string_ostream ks(u.key);
-      u.mod->print(ks, nullptr);
+      units[k].dump_ir = dump_ir;
+      build_unit(jit, g, specs[k], op_of(k), ctxs[share_of[k]], units[k]);
       if (sharing) {
-        auto [it, fresh] = seen.emplace(u.key, static_cast<int>(k));
+        auto [it, fresh] = seen.emplace(units[k].key, static_cast<int>(k));
         if (!fresh) same_as[k] = it->second;
       }
     }
@@ -493,8 +602,8 @@ std::vector<KernelFn> compile_fused(const LoweredGraph& g, const std::vector<Fus
   // Kernels an earlier process compiled are loaded from the persistent cache (not while
   // LAZYX_CPU_DUMP_IR asks to see the optimized IR).
   const std::string cache_dir = dump_ir ? std::string() : persistent_cache_dir();
-  std::vector<size_t> build;  // kernels LLVM compiles now
-  int64_t hits = 0;
+  std::vector<std::vector<size_t>> share(std::max<size_t>(nshare, 1));  // kernels LLVM compiles
+  int64_t hits = 0, misses = 0;
   for (size_t k : todo) {
     if (!cache_dir.empty()) {
       ProfileSpan span("persistent cache lookup", "compile", op_of(k));
@@ -506,50 +615,24 @@ std::vector<KernelFn> compile_fused(const LoweredGraph& g, const std::vector<Fus
         continue;
       }
     }
-    build.push_back(k);
+    share[share_of[k]].push_back(k);
+    ++misses;
     units[k].full = !tiered;  // only full-tier objects are stored
   }
   if (!cache_dir.empty()) {
     metrics::add_counter("PersistentCacheHit", hits);
-    metrics::add_counter("PersistentCacheMiss", static_cast<int64_t>(build.size()));
+    metrics::add_counter("PersistentCacheMiss", misses);
   }
 
-  // Optimization and code generation take most of a compile: the new kernels are dealt to the
-  // pool's threads (largest first, each to the least loaded) and compiled in parallel; each
-  // object file is then stored in the persistent cache.
-  ThreadPool& pool = ThreadPool::get();
-  const size_t nthreads = std::min<size_t>(build.size(), static_cast<size_t>(pool.size()));
-  std::vector<std::vector<size_t>> share(std::max<size_t>(nthreads, 1));
-  {
-    std::vector<size_t> order = build;
-    std::stable_sort(order.begin(), order.end(),
-                     [&](size_t a, size_t b) { return units[a].key.size() > units[b].key.size(); });
-    std::vector<size_t> load(share.size(), 0);
-    for (size_t k : order) {
-      size_t t = std::min_element(load.begin(), load.end()) - load.begin();
-      share[t].push_back(k);
-      load[t] += units[k].key.size();
-    }
-  }
+  // Optimization and code generation take most of a compile: each thread compiles its share.
   pool.parallel_for(static_cast<int64_t>(share.size()), 1, 2, [&](int64_t b, int64_t e) {
     for (int64_t t = b; t < e; ++t) {
-      for (size_t k : share[t]) {
-        ProfileSpan span("llvm compile", "compile", op_of(k));  // on the timeline, per thread
-        optimize_and_emit(jit, units[k]);
-        if (units[k].obj && units[k].full && !cache_dir.empty()) {
-          std::string_view bytes(units[k].obj->getBufferStart(), units[k].obj->getBufferSize());
-          persistent_cache_store(cache_dir, units[k].pkey, bytes);
-        }
-      }
+      if (share[t].empty()) continue;
+      ProfileSpan span("llvm compile", "compile", op_of(share[t][0]));  // per thread
+      compile_share(jit, units, share[t], static_cast<int>(t), batches[t], cache_dir);
     }
   });
-  for (size_t k : todo) {
-    if (!units[k].obj) {
-      ir::fail(op_of(k), "the cpu backend failed to compile a fused loop: " + units[k].error);
-    }
-  }
-
-  for (size_t k : todo) code[k] = add_to_jit(jit, units[k], op_of(k));
+  add_new_code(jit, units, batches, todo, op_of, code);
   {
     std::vector<std::shared_ptr<KernelCode>> expired;  // released after the lock
     std::lock_guard<std::mutex> lock(jit.cache_mu);
@@ -561,7 +644,7 @@ std::vector<KernelFn> compile_fused(const LoweredGraph& g, const std::vector<Fus
       jit.cache_live = jit.kernel_cache.size();
     }
   }
-  metrics::add_counter("CpuKernelCompiled", static_cast<int64_t>(build.size()));
+  metrics::add_counter("CpuKernelCompiled", misses);
   metrics::add_counter("CpuKernelReused", static_cast<int64_t>(specs.size() - todo.size()));
   auto prog = std::make_unique<ProgramCode>();
   for (size_t k = 0; k < specs.size(); ++k) {
@@ -615,7 +698,7 @@ std::shared_ptr<KernelCode> compile_full_kernel(const std::string& ir, const std
       }
     }
     if (!u.obj) {
-      u.ctx = std::make_unique<llvm::LLVMContext>();
+      u.ctx = std::make_shared<llvm::LLVMContext>();
       u.ctx->setDiagnosticHandlerCallBack(quiet_diagnostics, nullptr);
       llvm::SMDiagnostic err;
       u.mod = llvm::parseAssemblyString(ir, err, *u.ctx);
@@ -627,7 +710,7 @@ std::shared_ptr<KernelCode> compile_full_kernel(const std::string& ir, const std
                                std::string_view(u.obj->getBufferStart(), u.obj->getBufferSize()));
       }
     }
-    auto c = add_to_jit(jit, u, "cpu");
+    auto c = add_to_jit(jit, std::move(u.obj), {u.symbol}, true, "cpu")[0];
     std::lock_guard<std::mutex> lock(jit.cache_mu);
     jit.kernel_cache[ir] = c;
     return c;

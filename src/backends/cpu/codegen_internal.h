@@ -51,15 +51,19 @@ using backend::LoweredGraph;
 using ir::Op;
 namespace orc = llvm::orc;
 
-// The host's LLJIT with Sleef's entry points defined, and the host CPU's features.
+// The JITDylib of one object file (one kernel, or a program's quick-tier kernels).
+struct KernelLib {
+  orc::JITDylib* jd = nullptr;  // holds one object file, removed with the last of its kernels
+  ~KernelLib();
+};
 // One compiled kernel; its code leaves the JIT with the last program that uses it.
 struct KernelCode {
-  orc::JITDylib* jd = nullptr;  // the kernel's own, removed with it
+  std::shared_ptr<KernelLib> lib;  // shared by the kernels compiled into one object file
   KernelFn fn = nullptr;
   bool full = true;  // compiled at the full tier (else quick: tiered.h)
-  ~KernelCode();
 };
 
+// The host's LLJIT with Sleef's entry points defined, and the host CPU's features.
 struct Jit {
   std::unique_ptr<orc::LLJIT> jit;
   std::unique_ptr<llvm::TargetMachine> tm;
