@@ -456,7 +456,7 @@ std::vector<size_t> deal_kernels(const std::vector<FusedSpec>& specs, size_t n) 
   return share_of;
 }
 
-// Builds kernel k's module in ctx and keys it by its IR.
+// Builds one kernel's module in ctx and keys it by its IR.
 void build_unit(Jit& jit, const LoweredGraph& g, const FusedSpec& spec, const char* op,
                 std::shared_ptr<llvm::LLVMContext> ctx, Unit& u) {
   ProfileSpan span("kernel ir", "compile");
