@@ -28,4 +28,31 @@ std::string metrics_report();
 void add_counter(std::string_view name, int64_t delta = 1);
 void add_sample(std::string_view name, double value);
 
+// Updates applied together under one lock when the batch ends (a sync makes about six). Names
+// must outlive the batch (literals).
+class Batch {
+ public:
+  Batch() = default;
+  Batch(const Batch&) = delete;
+  Batch& operator=(const Batch&) = delete;
+  ~Batch() { flush(); }
+  void counter(std::string_view name, int64_t delta = 1) { add(name, static_cast<double>(delta), true); }
+  void sample(std::string_view name, double value) { add(name, value, false); }
+  void flush();
+
+ private:
+  struct Item {
+    std::string_view name;
+    double value;
+    bool counter;
+  };
+  void add(std::string_view name, double value, bool counter) {
+    if (n_ == kMax) flush();
+    items_[n_++] = {name, value, counter};
+  }
+  static constexpr int kMax = 8;
+  Item items_[kMax];
+  int n_ = 0;
+};
+
 }  // namespace lazyx::metrics

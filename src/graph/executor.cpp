@@ -290,11 +290,12 @@ struct SyncScratch {
 class ScratchLease {
  public:
   ScratchLease() {
-    if (pool().empty()) {
+    auto& p = pool();
+    if (p.empty()) {
       s_ = std::make_unique<SyncScratch>();
     } else {
-      s_ = std::move(pool().back());
-      pool().pop_back();
+      s_ = std::move(p.back());
+      p.pop_back();
     }
   }
   ~ScratchLease() {
@@ -321,7 +322,8 @@ class ScratchLease {
   SyncScratch& operator*() { return *s_; }
 
  private:
-  static std::vector<std::unique_ptr<SyncScratch>>& pool() {
+  // Called once per use: each call asks the dynamic linker for the thread-local's address.
+  [[gnu::noinline]] static std::vector<std::unique_ptr<SyncScratch>>& pool() {
     thread_local std::vector<std::unique_ptr<SyncScratch>> p;
     return p;
   }
@@ -337,9 +339,10 @@ void sync_storages(SyncKind kind, std::vector<Storage*> targets, const char* wha
   // Read before anything changes: an invalid value raises here, with every tensor as it was.
   diag::level();
   const bool aliasing = env::flag("LAZYX_ENABLE_PARAM_ALIASING", true);
+  metrics::Batch mb;  // this sync's counters and samples, applied together
   dist::on_sync_start(kind == SyncKind::MarkStep);
   if (kind == SyncKind::MarkStep) {
-    metrics::add_counter("MarkStep");
+    mb.counter("MarkStep");
     targets.swap(spare_targets);
     targets.clear();
     for (Storage* s = Storage::first_live(); s; s = s->next_live()) {
@@ -459,7 +462,7 @@ void sync_storages(SyncKind kind, std::vector<Storage*> targets, const char* wha
     }
     report.cache_hit = prog != nullptr;
     if (prog) {
-      metrics::add_counter("CachedCompile");
+      mb.counter("CachedCompile");
     } else {
       auto t0 = std::chrono::steady_clock::now();
       auto p = std::make_shared<CachedProgram>();
@@ -476,9 +479,9 @@ void sync_storages(SyncKind kind, std::vector<Storage*> targets, const char* wha
       p->num_scalars = w.scalars.size();
       p->num_outputs = w.outputs.size();
       for (int32_t d : plan.donation) p->num_donated += d >= 0;
-      metrics::add_counter("UncachedCompile");
-      metrics::add_sample("CompileTime", p->compile_ms * 1e6);
-      metrics::add_sample("InputOutputAliasCount", static_cast<double>(p->num_donated));
+      mb.counter("UncachedCompile");
+      mb.sample("CompileTime", p->compile_ms * 1e6);
+      mb.sample("InputOutputAliasCount", static_cast<double>(p->num_donated));
       report.compile_ms = p->compile_ms;
       cache_insert(key, p);
       prog = std::move(p);
@@ -508,9 +511,9 @@ void sync_storages(SyncKind kind, std::vector<Storage*> targets, const char* wha
     report.ran_program = true;
     report.scratch_bytes = prog->program->scratch_bytes();
     report.scratch_reason = prog->program->scratch_reason();
-    metrics::add_counter("ExecuteComputation");
-    metrics::add_sample("ExecuteTime", report.execute_ms * 1e6);
-    metrics::add_sample("TensorsGraphSize", static_cast<double>(w.order.size()));
+    mb.counter("ExecuteComputation");
+    mb.sample("ExecuteTime", report.execute_ms * 1e6);
+    mb.sample("TensorsGraphSize", static_cast<double>(w.order.size()));
   }
 
   // Commit: donated buffers now hold new contents; storages take their outputs.

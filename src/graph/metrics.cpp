@@ -84,9 +84,9 @@ void add_counter(std::string_view name, int64_t delta) {
   r.hot_counters.find(r.counters, name) += delta;
 }
 
-void add_sample(std::string_view name, double value) {
-  Registry& r = reg();
-  std::lock_guard<std::mutex> l(r.mu);
+namespace {
+// Under the registry's lock.
+void add_sample_locked(Registry& r, std::string_view name, double value) {
   Metric& m = r.hot_metrics.find(r.metrics, name);
   m.data.total_samples++;
   m.data.accumulator += value;
@@ -96,6 +96,28 @@ void add_sample(std::string_view name, double value) {
     m.data.samples[m.next] = value;
     m.next = (m.next + 1) % kMaxSamples;
   }
+}
+}  // namespace
+
+void add_sample(std::string_view name, double value) {
+  Registry& r = reg();
+  std::lock_guard<std::mutex> l(r.mu);
+  add_sample_locked(r, name, value);
+}
+
+void Batch::flush() {
+  if (n_ == 0) return;
+  Registry& r = reg();
+  std::lock_guard<std::mutex> l(r.mu);
+  for (int i = 0; i < n_; ++i) {
+    const Item& it = items_[i];
+    if (it.counter) {
+      r.hot_counters.find(r.counters, it.name) += static_cast<int64_t>(it.value);
+    } else {
+      add_sample_locked(r, it.name, it.value);
+    }
+  }
+  n_ = 0;
 }
 
 std::optional<int64_t> counter_value(const std::string& name) {

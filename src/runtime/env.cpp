@@ -20,20 +20,30 @@ namespace {
 // each time. One scan keeps the LAZYX_* entries; it is redone whenever the environment changed,
 // which setenv, putenv and unsetenv all show by changing the entry pointers the signature sums.
 // Inside a Snapshot (one sync) the environment is checked once.
+// Plain data only, so the thread-local needs no construction guard (each access of a guarded one
+// costs several calls into the dynamic linker). Beyond kMaxEntries LAZYX_* variables, lookups
+// fall back to getenv.
 struct Cache {
-  bool valid = false;
-  int pinned = 0;  // nested Snapshots
-  uint64_t signature = 0;
-  std::vector<const char*> entries;  // "LAZYX_...=value", read live: values edited in place show
+  static constexpr int kMaxEntries = 64;
+  bool valid;
+  bool overflow;  // more LAZYX_* variables than entries can hold
+  int pinned;     // nested Snapshots
+  uint64_t signature;
+  const char* entries[kMaxEntries];  // "LAZYX_...=value", read live: values edited in place show
+  int entries_n;
   // Answers found since the last rescan, keyed by the name's address (names are literals).
   struct Memo {
     const char* name;
     const char* value;
   };
   Memo memo[16];
-  int memo_n = 0;
+  int memo_n;
 };
-thread_local Cache cache;
+thread_local Cache cache_storage;  // zero-initialized
+
+// This thread's cache. One call per function: GCC otherwise asks the dynamic linker for a
+// thread-local's address at each use.
+[[gnu::noinline]] Cache& this_cache() { return cache_storage; }
 
 uint64_t environ_signature() {
   uint64_t sum = reinterpret_cast<uintptr_t>(environ), mix = 0;
@@ -47,25 +57,32 @@ uint64_t environ_signature() {
 void refresh(Cache& c) {
   const uint64_t sig = environ_signature();
   if (c.valid && sig == c.signature) return;
-  c.entries.clear();
+  c.entries_n = 0;
+  c.overflow = false;
   c.memo_n = 0;
   for (char** e = environ; e && *e; ++e) {
-    if (std::strncmp(*e, "LAZYX_", 6) == 0) c.entries.push_back(*e);
+    if (std::strncmp(*e, "LAZYX_", 6) != 0) continue;
+    if (c.entries_n == Cache::kMaxEntries) {
+      c.overflow = true;
+      break;
+    }
+    c.entries[c.entries_n++] = *e;
   }
   c.signature = sig;
   c.valid = true;
 }
 
 const char* lookup(const char* name) {
-  Cache& c = cache;  // one thread-local access
+  Cache& c = this_cache();
   if (!c.pinned) refresh(c);
   for (int i = 0; i < c.memo_n; ++i) {
     if (c.memo[i].name == name) return c.memo[i].value;
   }
-  if (std::strncmp(name, "LAZYX_", 6) != 0) return std::getenv(name);
+  if (c.overflow || std::strncmp(name, "LAZYX_", 6) != 0) return std::getenv(name);
   const size_t n = std::strlen(name);
   const char* value = nullptr;
-  for (const char* e : c.entries) {
+  for (int i = 0; i < c.entries_n; ++i) {
+    const char* e = c.entries[i];
     if (std::strncmp(e, name, n) == 0 && e[n] == '=') {
       value = e + n + 1;
       break;
@@ -89,11 +106,11 @@ std::string lower(const char* v) {
 }  // namespace
 
 Snapshot::Snapshot() {
-  Cache& c = cache;
+  Cache& c = this_cache();
   if (c.pinned++ == 0) refresh(c);
 }
 
-Snapshot::~Snapshot() { --cache.pinned; }
+Snapshot::~Snapshot() { --this_cache().pinned; }
 
 bool flag(const char* name, bool dflt) {
   const char* v = lookup(name);

@@ -86,7 +86,7 @@ struct ExecScratch {
     ExecScratch* operator->() { return s_.get(); }
 
    private:
-    static std::vector<std::unique_ptr<ExecScratch>>& free_list() {
+    [[gnu::noinline]] static std::vector<std::unique_ptr<ExecScratch>>& free_list() {
       thread_local std::vector<std::unique_ptr<ExecScratch>> l;
       return l;
     }
