@@ -32,6 +32,23 @@ TEST_F(Executor, SameGraphHitsTheCache) {
   expect_floats(x, {4, 5, 6});
 }
 
+// Reports reuse the lists of the report before last: one with nothing to run must not show
+// that report's parameters.
+TEST_F(Executor, ReportOfAStepWithNothingToRunListsNoParameters) {
+  Tensor x = materialized({1, 2, 3}, {3});
+  x.add_(1);
+  mark_step();
+  ASSERT_EQ(last_step().params.size(), 1u);
+  EXPECT_EQ(last_step().num_donated, 1);
+  mark_step();
+  mark_step();  // writes into the first step's report
+  StepReport r = last_step();
+  EXPECT_FALSE(r.ran_program);
+  EXPECT_TRUE(r.params.empty());
+  EXPECT_EQ(r.num_donated, 0);
+  expect_floats(x, {2, 3, 4});
+}
+
 TEST_F(Executor, ScalarValuesDoNotRecompile) {
   Tensor w = materialized({1, 1}, {2});
   Tensor g = materialized({1, 2}, {2});

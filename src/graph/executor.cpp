@@ -14,12 +14,13 @@
 #include "graph/diagnostics.h"
 #include "graph/program.h"
 #include "ir/shape_infer.h"
-#include "lazyx/error.h"
 #include "lazyx/debug.h"
 #include "lazyx/diagnostics.h"
+#include "lazyx/error.h"
 #include "lazyx/metrics.h"
 #include "runtime/allocator.h"
 #include "runtime/env.h"
+#include "runtime/scratch.h"
 
 namespace lazyx::graph {
 
@@ -34,18 +35,18 @@ int last_slot = 0;
 int sync_depth = 0;
 std::vector<Storage*> spare_targets;   // the last mark_step's target list, kept for its capacity
 std::vector<DetailText> last_details;  // the last report's detail texts, until rendered
+std::vector<ParamReport> spare_params;  // a report's parameters from two syncs ago: capacity
 
 StepReport& last_report() { return report_slots[last_slot]; }
 
 // The report a sync at depth 0 writes: reset, with its lists' capacity kept.
 StepReport& next_report() {
   StepReport& r = report_slots[1 - last_slot];
-  std::vector<ParamReport> params = std::move(r.params);  // decide_donation rewrites each field
+  spare_params = std::move(r.params);  // for decide_donation, which rewrites every field
   std::vector<int64_t> materialized = std::move(r.materialized);
-  r = StepReport();
+  r = StepReport();  // a sync with nothing to run reports no parameters
   materialized.clear();
   r.materialized = std::move(materialized);
-  r.params = std::move(params);
   return r;
 }
 
@@ -285,49 +286,27 @@ struct SyncScratch {
   std::vector<char> donated_output;
   std::vector<ir::NodePtr> old;
   DonationPlan plan;
-};
 
-class ScratchLease {
- public:
-  ScratchLease() {
-    auto& p = pool();
-    if (p.empty()) {
-      s_ = std::make_unique<SyncScratch>();
-    } else {
-      s_ = std::move(p.back());
-      p.pop_back();
-    }
+  // Empties every list, keeping capacity, when the lease ends.
+  void clear() {
+    w.clear();
+    din.params.clear();
+    din.param_nodes.clear();
+    din.targets.clear();
+    din.target_output.clear();
+    din.target_passthrough.clear();
+    din.output_bytes.clear();
+    din.output_dtype.clear();
+    din.output_tensor.clear();
+    args.params.clear();
+    args.param_offsets.clear();
+    args.scalars.clear();
+    args.outputs = nullptr;
+    outputs.clear();  // drops the buffers' references: must run before the next step
+    donated_output.clear();
+    old.clear();
+    plan.user_donated.clear();
   }
-  ~ScratchLease() {
-    SyncScratch& s = *s_;
-    s.w.clear();
-    s.din.params.clear();
-    s.din.param_nodes.clear();
-    s.din.targets.clear();
-    s.din.target_output.clear();
-    s.din.target_passthrough.clear();
-    s.din.output_bytes.clear();
-    s.din.output_dtype.clear();
-    s.din.output_tensor.clear();
-    s.args.params.clear();
-    s.args.param_offsets.clear();
-    s.args.scalars.clear();
-    s.args.outputs = nullptr;
-    s.outputs.clear();  // drops the buffers' references: must run before the next step
-    s.donated_output.clear();
-    s.old.clear();
-    s.plan.user_donated.clear();
-    pool().push_back(std::move(s_));
-  }
-  SyncScratch& operator*() { return *s_; }
-
- private:
-  // Called once per use: each call asks the dynamic linker for the thread-local's address.
-  [[gnu::noinline]] static std::vector<std::unique_ptr<SyncScratch>>& pool() {
-    thread_local std::vector<std::unique_ptr<SyncScratch>> p;
-    return p;
-  }
-  std::unique_ptr<SyncScratch> s_;
 };
 
 }  // namespace
@@ -374,7 +353,7 @@ void sync_storages(SyncKind kind, std::vector<Storage*> targets, const char* wha
 
   // Outputs: one per distinct pending node; a target whose value is a bare parameter takes
   // that buffer as is, without running anything.
-  ScratchLease lease;
+  runtime::ScratchLease<SyncScratch> lease;  // lists kept per thread across steps
   Walk& w = (*lease).w;
   DonationInput& din = (*lease).din;
   din.kind = kind;
@@ -400,7 +379,7 @@ void sync_storages(SyncKind kind, std::vector<Storage*> targets, const char* wha
     din.target_passthrough.push_back(nullptr);
   }
   DonationPlan& plan = (*lease).plan;
-  plan.reports = std::move(report.params);  // decide_donation overwrites every field
+  plan.reports = std::move(spare_params);  // decide_donation overwrites every field
   std::vector<ir::NodePtr> unread;
   for (;;) {
     walk(op, w);

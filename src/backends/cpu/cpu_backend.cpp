@@ -20,6 +20,7 @@
 #include "lazyx/debug.h"
 #include "lazyx/diagnostics.h"
 #include "lazyx/error.h"
+#include "runtime/scratch.h"
 
 namespace lazyx::cpu {
 
@@ -69,29 +70,7 @@ struct ExecScratch {
   std::vector<void*> bufs;
   std::vector<backend::ScalarValue> local_scalars;
 
-  class Lease {
-   public:
-    Lease() {
-      auto& l = free_list();
-      if (l.empty()) {
-        s_ = std::make_unique<ExecScratch>();
-      } else {
-        s_ = std::move(l.back());
-        l.pop_back();
-      }
-    }
-    ~Lease() { free_list().push_back(std::move(s_)); }
-    Lease(const Lease&) = delete;
-    Lease& operator=(const Lease&) = delete;
-    ExecScratch* operator->() { return s_.get(); }
-
-   private:
-    [[gnu::noinline]] static std::vector<std::unique_ptr<ExecScratch>>& free_list() {
-      thread_local std::vector<std::unique_ptr<ExecScratch>> l;
-      return l;
-    }
-    std::unique_ptr<ExecScratch> s_;
-  };
+  void clear() {}  // every list is assigned at the start of a run
 };
 
 class CpuBackend : public backend::Backend {
@@ -135,7 +114,7 @@ class CpuBackend : public backend::Backend {
       if (!outputs[c.out])
         outputs[c.out] = allocate(static_cast<size_t>(value_bytes(g.instrs[c.src_instr])));
     }
-    ExecScratch::Lease lease;  // the per-run lists, reused so a cached run allocates nothing
+    runtime::ScratchLease<ExecScratch> lease;  // per-run lists, reused: a cached run allocates none
     std::vector<int64_t>& scalar_store = lease->scalar_store;
     std::vector<char*>& ptr = lease->ptr;
     scalar_store.assign(n, 0);
