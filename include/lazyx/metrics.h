@@ -35,7 +35,12 @@ class Batch {
   Batch() = default;
   Batch(const Batch&) = delete;
   Batch& operator=(const Batch&) = delete;
-  ~Batch() { flush(); }
+  ~Batch() {
+    try {
+      flush();
+    } catch (...) {  // out of memory for a new metric's name: drop the batch, never terminate
+    }
+  }
   void counter(std::string_view name, int64_t delta = 1) { add(name, static_cast<double>(delta), true); }
   void sample(std::string_view name, double value) { add(name, value, false); }
   void flush();

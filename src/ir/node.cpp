@@ -3,6 +3,7 @@
 #include <atomic>
 #include <iterator>
 #include <new>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -65,8 +66,11 @@ class NodePool {
   struct Free {
     Free* next;
   };
+  // A spin lock (held for a few instructions); a holder descheduled on a busy machine is waited
+  // for with yields, not with a full time slice of spinning.
   void lock() {
-    while (busy_.test_and_set(std::memory_order_acquire)) {
+    for (int spins = 0; busy_.test_and_set(std::memory_order_acquire); ++spins) {
+      if (spins >= 64) std::this_thread::yield();
     }
   }
   void unlock() { busy_.clear(std::memory_order_release); }
