@@ -65,6 +65,7 @@ class Tiered : public ::testing::Test {
   void TearDown() override {
     wait_for_background_compiles();
     unsetenv("LAZYX_CPU_TIERED");
+    unsetenv("LAZYX_CPU_NO_BATCHING");
   }
 };
 
@@ -92,6 +93,21 @@ TEST_F(Tiered, OffCompilesFullTierAtOnceWithTheSameResults) {
   run_step(11);
   EXPECT_EQ(counter("CpuKernelUpgraded"), 0);
   EXPECT_TRUE(tiered == direct);
+}
+
+// A compile thread's quick-tier kernels go through LLVM as one module; compiled one module each
+// (LAZYX_CPU_NO_BATCHING=1, a benchmark baseline) they compute bitwise the same.
+TEST_F(Tiered, BatchedQuickKernelsMatchKernelsCompiledAlone) {
+  const Bytes batched = run_step(13);
+  ASSERT_GT(counter("CpuKernelCompiled"), 5);
+  wait_for_background_compiles();
+  clear_program_cache();
+  setenv("LAZYX_CPU_NO_BATCHING", "1", 1);
+  const Bytes alone = run_step(13);
+  EXPECT_TRUE(batched == alone);
+  setenv("LAZYX_CPU_NO_BATCHING", "maybe", 1);  // invalid: an error, not ignored
+  clear_program_cache();
+  EXPECT_THROW(run_step(13), Error);
 }
 
 TEST_F(Tiered, InvalidSettingIsAnError) {

@@ -481,8 +481,8 @@ void build_unit(Jit& jit, const LoweredGraph& g, const FusedSpec& spec, const ch
 // Compiles one thread's share of the new kernels: full-tier ones alone (the persistent cache
 // keeps one object file per kernel), quick-tier ones linked into one module, so LLVM's
 // per-module work is paid once. Kernels never call each other: each compiles as it would alone.
-void compile_share(Jit& jit, std::vector<Unit>& units, const std::vector<size_t>& share,
-                   int index, Unit& batch, const std::string& cache_dir) {
+void compile_share(Jit& jit, std::vector<Unit>& units, const std::vector<size_t>& share, int index,
+                   Unit& batch, const std::string& cache_dir, bool batching) {
   std::vector<size_t> quick;
   for (size_t k : share) {
     if (!units[k].full) {
@@ -495,8 +495,10 @@ void compile_share(Jit& jit, std::vector<Unit>& units, const std::vector<size_t>
       persistent_cache_store(cache_dir, units[k].pkey, bytes);
     }
   }
-  if (quick.size() == 1) optimize_and_emit(jit, units[quick[0]]);
-  if (quick.size() < 2) return;
+  if (quick.size() < 2 || !batching) {  // alone: LAZYX_CPU_NO_BATCHING, a benchmark baseline
+    for (size_t k : quick) optimize_and_emit(jit, units[k]);
+    return;
+  }
   const llvm::Module& first = *units[quick[0]].mod;
   batch.ctx = units[quick[0]].ctx;
   batch.mod = std::make_unique<llvm::Module>("lazyx_kernels", *batch.ctx);
@@ -564,6 +566,7 @@ std::vector<KernelFn> compile_fused(const LoweredGraph& g, const std::vector<Fus
   // is compiled once while some program uses it. Each compile thread's kernels share a context.
   const bool sharing = !env::flag("LAZYX_CPU_NO_KERNEL_SHARING", false);  // a benchmark baseline
   const bool dump_ir = env::flag("LAZYX_CPU_DUMP_IR", false);
+  const bool batching = !env::flag("LAZYX_CPU_NO_BATCHING", false);  // a benchmark baseline
   const bool tiered = tiered_compile();
   ThreadPool& pool = ThreadPool::get();
   const size_t nshare = std::min<size_t>(specs.size(), static_cast<size_t>(pool.size()));
@@ -629,7 +632,7 @@ std::vector<KernelFn> compile_fused(const LoweredGraph& g, const std::vector<Fus
     for (int64_t t = b; t < e; ++t) {
       if (share[t].empty()) continue;
       ProfileSpan span("llvm compile", "compile", op_of(share[t][0]));  // per thread
-      compile_share(jit, units, share[t], static_cast<int>(t), batches[t], cache_dir);
+      compile_share(jit, units, share[t], static_cast<int>(t), batches[t], cache_dir, batching);
     }
   });
   add_new_code(jit, units, batches, todo, op_of, code);
