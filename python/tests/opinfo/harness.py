@@ -329,6 +329,10 @@ def _run_sample(op, dtype, s, dev, errors, wrongs, mode=""):
         except Exception:
             continue
         bmode = "shape" if mode == "random" else mode
+        if op.name == "as_strided_scatter":
+            # Eager's backward here reads uninitialized memory (torch 1.13), and two eager runs
+            # can read the same garbage and agree: its gradient values are no oracle.
+            bmode = "shape"
         try:  # eager's backward differs from itself (uninitialized memory): shapes only
             _compare([torch.zeros(()) if g is None else g for g in cg],
                      [torch.zeros(()) if g is None else g for g in cg2], "", "values")
