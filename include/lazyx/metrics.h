@@ -41,7 +41,9 @@ class Batch {
     } catch (...) {  // out of memory for a new metric's name: drop the batch, never terminate
     }
   }
-  void counter(std::string_view name, int64_t delta = 1) { add(name, static_cast<double>(delta), true); }
+  void counter(std::string_view name, int64_t delta = 1) {
+    add(name, static_cast<double>(delta), true);
+  }
   void sample(std::string_view name, double value) { add(name, value, false); }
   void flush();
 

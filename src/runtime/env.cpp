@@ -6,7 +6,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
-#include <vector>
 
 #include "lazyx/error.h"
 
@@ -20,9 +19,10 @@ namespace {
 // each time. One scan keeps the LAZYX_* entries; it is redone whenever the environment changed,
 // which setenv, putenv and unsetenv all show by changing the entry pointers the signature sums.
 // Inside a Snapshot (one sync) the environment is checked once.
-// Plain data only, so the thread-local needs no construction guard (each access of a guarded one
-// costs several calls into the dynamic linker). Beyond kMaxEntries LAZYX_* variables, lookups
-// fall back to getenv.
+//
+// The cache is plain data, so the thread-local needs no construction guard (each access of a
+// guarded one costs several calls into the dynamic linker). Beyond kMaxEntries LAZYX_*
+// variables, lookups fall back to getenv.
 struct Cache {
   static constexpr int kMaxEntries = 64;
   bool valid;
