@@ -97,6 +97,31 @@ TEST(Env, EveryChangeIsSeen) {
   EXPECT_FALSE(env::flag("LAZYX_TEST_OTHER", false));
 }
 
+// Changes elsewhere in the environment move the LAZYX_* entries (unsetenv shifts the entries
+// after the removed one down, setenv appends, often into the same array): reads still see them.
+TEST(Env, ChangesAroundTheEntriesAreSeen) {
+  setenv("LAZYX_TEST_OTHER_BEFORE", "1", 1);
+  setenv("NOT_LAZYX_TEST_1", "1", 1);
+  setenv("LAZYX_TEST_INT", "3", 1);
+  EXPECT_EQ(env::integer("LAZYX_TEST_INT", 5, 0, 100), 3);
+  unsetenv("NOT_LAZYX_TEST_1");        // LAZYX_TEST_INT moves down one slot
+  setenv("NOT_LAZYX_TEST_2", "1", 1);  // and the count is as before
+  EXPECT_EQ(env::integer("LAZYX_TEST_INT", 5, 0, 100), 3);
+  unsetenv("LAZYX_TEST_OTHER_BEFORE");  // moves it again; then its own value changes
+  setenv("LAZYX_TEST_INT", "4", 1);
+  EXPECT_EQ(env::integer("LAZYX_TEST_INT", 5, 0, 100), 4);
+  EXPECT_FALSE(env::flag("LAZYX_TEST_OTHER_BEFORE", false));
+  unsetenv("LAZYX_TEST_INT");  // removed, and another variable appended in its place
+  setenv("NOT_LAZYX_TEST_3", "1", 1);
+  EXPECT_EQ(env::integer("LAZYX_TEST_INT", 5, 0, 100), 5);
+  unsetenv("NOT_LAZYX_TEST_3");  // the last entry removed, a LAZYX_* one appended
+  setenv("LAZYX_TEST_INT", "6", 1);
+  EXPECT_EQ(env::integer("LAZYX_TEST_INT", 5, 0, 100), 6);
+  unsetenv("LAZYX_TEST_INT");
+  unsetenv("NOT_LAZYX_TEST_2");
+  EXPECT_EQ(env::integer("LAZYX_TEST_INT", 5, 0, 100), 5);
+}
+
 TEST(Env, AliasingFlagInvalidRaisesAndChangesNothing) {
   set_backend("reference");
   Tensor x = materialized({1, 2}, {2});

@@ -72,6 +72,37 @@ TEST_F(Executor, ScalarValuesDoNotRecompile) {
   expect_floats(w, {a, b});
 }
 
+// Scalar nodes are reused across steps, but never shared inside one graph: whether two
+// scalars of a step happen to be equal must not change the program.
+TEST_F(Executor, EqualScalarsInAStepDoNotChangeTheProgram) {
+  Tensor x = materialized({1, 2}, {2});
+  const double values[3][2] = {{2, 3}, {2, 2}, {3, 3}};
+  for (int i = 0; i < 3; ++i) {
+    x.mul_(values[i][0]);
+    x.add_(values[i][1]);
+    mark_step();
+    EXPECT_EQ(last_step().num_scalars, 2) << "step " << i;
+  }
+  EXPECT_EQ(counter("UncachedCompile"), 1);
+  expect_floats(x, {((1 * 2 + 3) * 2 + 2) * 3 + 3.0f, ((2 * 2 + 3) * 2 + 2) * 3 + 3.0f});
+}
+
+// A tensor's parameter node is reused across steps only once no pending graph reads it: here
+// y still reads x's old value when x is updated and synced alone.
+TEST_F(Executor, ParameterNodeReadByAPendingGraphIsNotReused) {
+  Tensor x = materialized({1, 2}, {2});
+  for (int i = 0; i < 2; ++i) {
+    Tensor y = x * 10;  // pending: reads x's current buffer
+    x.add_(1);
+    sync({x});
+    expect_floats(x, {2.0f + i, 3.0f + i});
+    expect_floats(y, {10.0f * (1 + i), 10.0f * (2 + i)});
+  }
+  x.add_(1);
+  mark_step();
+  expect_floats(x, {4, 5});
+}
+
 TEST_F(Executor, NewRandomSeedDoesNotRecompile) {
   Tensor prev;
   for (uint64_t seed = 1; seed <= 3; ++seed) {

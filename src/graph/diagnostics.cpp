@@ -177,13 +177,14 @@ void print(const std::string& text) {
   std::fflush(out);
 }
 
-SyncContext begin_sync(SyncKind kind, const char* op, const char* what) {
-  if (level() >= 1) {  // a bad LAZYX_DEBUG_FILE raises now, before anything changes
+SyncContext begin_sync(SyncKind kind, const char* op, const char* what, int level) {
+  if (level >= 1) {  // a bad LAZYX_DEBUG_FILE raises now, before anything changes
     std::lock_guard<std::mutex> lock(print_mu);
     debug_stream();
   }
   SyncContext ctx;
   ctx.kind = kind;
+  ctx.level = level;
   if (!scopes.empty()) {
     ctx.cause = scopes.front().what;
     for (const Scope& s : scopes) {  // the outermost scope that has frames
@@ -197,7 +198,6 @@ SyncContext begin_sync(SyncKind kind, const char* op, const char* what) {
   } else {
     ctx.cause = default_cause(kind);
   }
-  ctx.site = ctx.cause + (ctx.frames.empty() ? std::string() : " at " + ctx.frames.front());
   if (kind != SyncKind::MarkStep && !syncs_allowed.load()) {
     std::ostringstream os;
     os << "[" << (what ? what : op) << "] a sync other than mark_step while syncs are not allowed "
@@ -223,11 +223,14 @@ std::string explain_compile(const SyncContext& ctx, const backend::LoweredGraph&
   sig->key = key;
   sig->graph = g;
   sig->params = params;
+  // Where the sync comes from: its cause and innermost frame.
+  const std::string where =
+      ctx.cause + (ctx.frames.empty() ? std::string() : " at " + ctx.frames.front());
   History& h = history();
   std::lock_guard<std::mutex> lock(h.mu);
-  auto [it, fresh] = h.sites.emplace(ctx.site, Site{});
+  auto [it, fresh] = h.sites.emplace(where, Site{});
   if (fresh) {
-    h.site_order.push_back(ctx.site);
+    h.site_order.push_back(where);
     if (h.site_order.size() > kMaxSites) {
       h.sites.erase(h.site_order.front());
       h.site_order.pop_front();
@@ -293,7 +296,7 @@ void end_sync(const SyncContext& ctx, const StepReport& r) {
     profile::record(std::string("sync: ") + ctx.cause, "sync", ctx.start_us, end, args.str());
     last_sync_end = {profile::generation(), end};
   }
-  const int lv = level();
+  const int lv = ctx.level;
   if (lv >= 1 && (ctx.kind != SyncKind::MarkStep || (r.ran_program && !r.cache_hit))) {
     debug_block(ctx, r);
   }

@@ -16,14 +16,15 @@ namespace lazyx::graph::diag {
 struct SyncContext {
   std::string cause;                // "user mark_step", "value read by item()", ...
   std::vector<std::string> frames;  // the caller's, innermost first
-  std::string site;                 // where the sync comes from: its cause and innermost frame
   SyncKind kind = SyncKind::MarkStep;
+  int level = 0;                    // LAZYX_DEBUG (or set_debug) for this sync, read once
   double start_us = -1;             // on the timeline, while profiling
 };
 
 // At the start of a sync that has work. `what` names a value read's op (item, to_vector,
-// copy_to_host) or is null. Raises lazyx::Error in strict mode for anything but mark_step.
-SyncContext begin_sync(SyncKind kind, const char* op, const char* what);
+// copy_to_host) or is null; `level` is level(), read once by the caller. Raises lazyx::Error in
+// strict mode for anything but mark_step.
+SyncContext begin_sync(SyncKind kind, const char* op, const char* what, int level);
 
 // On a program-cache miss, before compiling: the nearest program compiled earlier at the same
 // site and what differs, in words ("" for a site's first compile); counts

@@ -43,10 +43,25 @@ StepReport& last_report() { return report_slots[last_slot]; }
 StepReport& next_report() {
   StepReport& r = report_slots[1 - last_slot];
   spare_params = std::move(r.params);  // for decide_donation, which rewrites every field
-  std::vector<int64_t> materialized = std::move(r.materialized);
-  r = StepReport();  // a sync with nothing to run reports no parameters
-  materialized.clear();
-  r.materialized = std::move(materialized);
+  r.params.clear();                    // a sync with nothing to run reports no parameters
+  // Field by field: the strings and lists keep their capacity. A new field must be reset here.
+  static_assert(sizeof(void*) != 8 || sizeof(StepReport) == 5 * sizeof(std::string) + 3 * 24 + 104,
+                "StepReport changed: reset the new field in next_report()");
+  r.kind.clear();
+  r.step = 0;
+  r.graph_hash = 0;
+  r.ran_program = r.cache_hit = false;
+  r.num_nodes = r.num_parameters = r.num_scalars = r.num_outputs = 0;
+  r.num_donated = r.donated_bytes = 0;
+  r.materialized.clear();
+  r.kept_live.clear();
+  r.compile_ms = r.execute_ms = 0;
+  r.bytes_allocated = 0;
+  r.scratch_bytes = -1;
+  r.scratch_reason.clear();
+  r.backend.clear();
+  r.cause.clear();
+  r.compile_reason.clear();
   return r;
 }
 
@@ -316,7 +331,7 @@ void sync_storages(SyncKind kind, std::vector<Storage*> targets, const char* wha
   env::Snapshot env_once;
   const char* op = kind_name(kind);
   // Read before anything changes: an invalid value raises here, with every tensor as it was.
-  diag::level();
+  const int debug_level = diag::level();
   const bool aliasing = env::flag("LAZYX_ENABLE_PARAM_ALIASING", true);
   metrics::Batch mb;  // this sync's counters and samples, applied together
   dist::on_sync_start(kind == SyncKind::MarkStep);
@@ -348,7 +363,8 @@ void sync_storages(SyncKind kind, std::vector<Storage*> targets, const char* wha
   }
   backend::Backend& be = backend::active_backend(op);
   report.backend = be.name();
-  const diag::SyncContext dctx = diag::begin_sync(kind, op, what);  // raises in strict mode
+  // Raises in strict mode.
+  const diag::SyncContext dctx = diag::begin_sync(kind, op, what, debug_level);
   report.cause = dctx.cause;
 
   // Outputs: one per distinct pending node; a target whose value is a bare parameter takes
@@ -534,7 +550,7 @@ void sync_storages(SyncKind kind, std::vector<Storage*> targets, const char* wha
   report.num_scalars = static_cast<int64_t>(w.scalars.size());
   report.num_outputs = static_cast<int64_t>(w.outputs.size());
   report.params = std::move(plan.reports);
-  if (diag::level() >= 1) {  // the debug output shows them
+  if (debug_level >= 1) {  // the debug output shows them
     render_details(report, plan.details);
     plan.details.clear();
   }

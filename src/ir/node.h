@@ -84,6 +84,9 @@ class Node {
   // means someone wrote the buffer while this graph still read it: a donation bug.
   const std::shared_ptr<runtime::Buffer>& buffer() const { return buffer_; }
   uint64_t buffer_version() const { return buffer_version_; }
+  // For a parameter node nothing but its storage holds: follows the buffer's new version, so
+  // the storage reuses the node across steps instead of making a new one.
+  void set_buffer_version(uint64_t v) { buffer_version_ = v; }
   // A window's parameter starts this many elements into its buffer. The offset is a run-time
   // operand (passed with the buffer, not in the hash), so windows at other offsets share programs.
   bool is_window() const { return window_; }

@@ -16,9 +16,12 @@ namespace lazyx::env {
 namespace {
 
 // A sync reads several LAZYX_* variables, and getenv compares every entry of the environment
-// each time. One scan keeps the LAZYX_* entries; it is redone whenever the environment changed,
-// which setenv, putenv and unsetenv all show by changing the entry pointers the signature sums.
-// Inside a Snapshot (one sync) the environment is checked once.
+// each time. One scan keeps the LAZYX_* entries and where they sit; it is redone when the
+// environment changed. Inside a Snapshot (one sync) the environment is checked once.
+//
+// The check reads only the array's address, its last entry and end, and the LAZYX_* slots:
+// setenv and putenv replace a variable's entry pointer in its slot or append one (a new end,
+// or a new array); unsetenv shifts the entries after it down (a NULL at the old last slot).
 //
 // The cache is plain data, so the thread-local needs no construction guard (each access of a
 // guarded one costs several calls into the dynamic linker). Beyond kMaxEntries LAZYX_*
@@ -28,8 +31,11 @@ struct Cache {
   bool valid;
   bool overflow;  // more LAZYX_* variables than entries can hold
   int pinned;     // nested Snapshots
-  uint64_t signature;
+  char** array;   // environ when scanned
+  int64_t count;  // its entries
+  const char* last;                  // its last entry
   const char* entries[kMaxEntries];  // "LAZYX_...=value", read live: values edited in place show
+  int64_t slots[kMaxEntries];        // where each sits in the array
   int entries_n;
   // Answers found since the last rescan, keyed by the name's address (names are literals).
   struct Memo {
@@ -45,30 +51,35 @@ thread_local Cache cache_storage;  // zero-initialized
 // thread-local's address at each use.
 [[gnu::noinline]] Cache& this_cache() { return cache_storage; }
 
-uint64_t environ_signature() {
-  uint64_t sum = reinterpret_cast<uintptr_t>(environ), mix = 0;
-  for (char** e = environ; e && *e; ++e) {  // two independent chains: cheap, order-sensitive
-    sum += reinterpret_cast<uintptr_t>(*e);
-    mix = (mix << 7 | mix >> 57) ^ reinterpret_cast<uintptr_t>(*e);
+bool unchanged(const Cache& c) {
+  char** e = environ;
+  if (!c.valid || e != c.array) return false;
+  if (!e) return true;
+  if (e[c.count] != nullptr || (c.count > 0 && e[c.count - 1] != c.last)) return false;
+  for (int i = 0; i < c.entries_n; ++i) {
+    if (e[c.slots[i]] != c.entries[i]) return false;
   }
-  return sum ^ (mix * 0x9e3779b97f4a7c15ull);
+  return true;
 }
 
 void refresh(Cache& c) {
-  const uint64_t sig = environ_signature();
-  if (c.valid && sig == c.signature) return;
+  if (unchanged(c)) return;
   c.entries_n = 0;
   c.overflow = false;
   c.memo_n = 0;
-  for (char** e = environ; e && *e; ++e) {
-    if (std::strncmp(*e, "LAZYX_", 6) != 0) continue;
+  c.array = environ;
+  int64_t n = 0;
+  for (char** e = environ; e && e[n]; ++n) {
+    if (std::strncmp(e[n], "LAZYX_", 6) != 0) continue;
     if (c.entries_n == Cache::kMaxEntries) {
-      c.overflow = true;
-      break;
+      c.overflow = true;  // lookups use getenv, which sees every change
+      continue;
     }
-    c.entries[c.entries_n++] = *e;
+    c.slots[c.entries_n] = n;
+    c.entries[c.entries_n++] = e[n];
   }
-  c.signature = sig;
+  c.count = n;
+  c.last = n > 0 ? environ[n - 1] : nullptr;
   c.valid = true;
 }
 

@@ -1,4 +1,6 @@
 // Elementwise ops: arithmetic, math, comparisons, logic, and the helpers every family uses.
+#include <cstring>
+
 #include "lazyx/ops.h"
 #include "tensor/ops_common.h"
 
@@ -27,10 +29,35 @@ Dtype promote(std::initializer_list<Arg> args) {
   return ir::result_type(in, n);
 }
 
+namespace {
+// Recent scalar nodes by dtype and value. One that no graph holds any more (the last step's
+// graph is gone) is handed out again, so a cached step makes no node for its constants; one a
+// graph still holds never is, so sharing cannot change a graph's structure. Callers hold the
+// engine lock. Never freed: nodes must not outlive the node pool at exit.
+struct ScalarCache {
+  static constexpr size_t kSlots = 32;
+  ir::NodePtr slot[kSlots];
+};
+
+ir::NodePtr cached_scalar(Dtype d, double f, int64_t i) {
+  static ScalarCache* cache = new ScalarCache();
+  uint64_t bits;
+  std::memcpy(&bits, &f, sizeof bits);
+  const uint64_t h = ir::hash_combine(bits ^ static_cast<uint64_t>(d), static_cast<uint64_t>(i));
+  ir::NodePtr& n = cache->slot[h % ScalarCache::kSlots];
+  if (n && n.use_count() == 1 && n->dtype() == d && n->scalar_i() == i) {
+    const double g = n->scalar_f();
+    if (std::memcmp(&f, &g, sizeof f) == 0) return n;  // bitwise: -0.0 and NaNs kept apart
+  }
+  n = ir::Node::scalar(d, f, i);
+  return n;
+}
+}  // namespace
+
 ir::NodePtr scalar_node(Scalar s, Dtype d) {
   double f = s.to_double();
   int64_t i = s.is_floating() ? static_cast<int64_t>(f) : s.to_int();
-  return ir::Node::scalar(d, f, i);
+  return cached_scalar(d, f, i);
 }
 
 ir::NodePtr node_of(const Arg& a, Dtype d) { return a.node ? a.node : scalar_node(*a.scalar, d); }

@@ -77,7 +77,12 @@ void Storage::check_not_donated(const char* op) const {
 ir::NodePtr Storage::value(const char* op) {
   check_not_donated(op);
   if (pending_) return pending_;
-  if (!param_ || param_->buffer_version() != data_->version()) {
+  if (param_ && param_->buffer_version() == data_->version()) return param_;
+  // Once no graph holds the node any more (the last step's graph is gone), it follows the
+  // buffer's new version: a cached step then makes no node for each tensor it reads.
+  if (param_ && param_.use_count() == 1) {
+    param_->set_buffer_version(data_->version());
+  } else {
     param_ = ir::Node::parameter(data_, shape_, dtype_);
   }
   return param_;
@@ -90,9 +95,9 @@ void Storage::set_data(runtime::BufferPtr buf) {
     if (data_) data_->remove_holder();
     if (buf) buf->add_holder();
     data_ = std::move(buf);
+    param_ = nullptr;  // it holds the old buffer
   }
   pending_ = nullptr;
-  param_ = nullptr;
   donate_flag_ = false;  // the flag does not pass to outputs (rule 3)
 }
 
