@@ -1,7 +1,7 @@
 """lazyx as a PyTorch device.
 
     import torch, lazyx
-    dev = lazyx.device()            # torch.device("privateuseone:0") on torch 1.13
+    dev = lazyx.device()            # torch.device("lazy:0")
     x = torch.randn(5, 5).to(dev)
     x += 1; x *= 3
     lazyx.mark_step()               # one program; x's buffer is donated to its new value
@@ -12,7 +12,26 @@ work as one program, value reads (``.item()``, ``.cpu()``, printing) and ``sync(
 only what they need. Ops without a native kernel run on CPU and are counted as ``aten::<op>``
 in ``lazyx.metrics``.
 """
+import sys
+
 import torch  # loads libtorch before the extension
+import torch._lazy.ts_backend as _ts_backend
+
+# lazyx is torch's "lazy" device, as is torch._lazy's TorchScript backend: only one of them can
+# register its kernels in a process. Refuse either order with an error that says so (the
+# extension's kernels would otherwise fail to load, or be overwritten).
+_BOTH = ("torch._lazy's TorchScript backend and lazyx both are torch's 'lazy' device; one "
+         "process can use only one of them")
+if ("lazyx._C" not in sys.modules  # a reload finds lazyx's own kernels
+        and torch._C._dispatch_has_kernel_for_dispatch_key("aten::add.Tensor", "Lazy")):
+    raise ImportError("[lazyx] " + _BOTH + ": the TorchScript backend was initialized first.")
+
+
+def _refuse_ts_backend(*args, **kwargs):
+    raise RuntimeError("[torch._lazy.ts_backend.init] " + _BOTH + ": lazyx is imported.")
+
+
+_ts_backend.init = _refuse_ts_backend
 
 from . import _C
 from ._C import LazyxError, StepReport, ParamReport
@@ -41,11 +60,11 @@ __all__ = [
     "set_debug", "debug_level", "allow_sync", "sync_allowed", "profile",
 ]
 
-DEVICE_TYPE = _C.device_type()  # "privateuseone": torch 1.13 cannot rename PrivateUse1
+DEVICE_TYPE = _C.device_type()  # "lazy": the device type torch keeps for lazy tensor engines
 
 
 def device(index: int = 0) -> torch.device:
-    """The lazyx device (``privateuseone:0``)."""
+    """The lazyx device (``lazy:0``)."""
     if index != 0:
         raise ValueError("lazyx has one device, index 0")
     return torch.device(DEVICE_TYPE, 0)

@@ -1,15 +1,14 @@
 """copy.deepcopy, torch.save and torch.load of lazyx device tensors.
 
-torch 1.13 already knows how to deep-copy and pickle a PrivateUse1 tensor without storage:
-``Tensor.__deepcopy__`` clones it on the device, and ``Tensor._reduce_ex_internal`` pickles it as
-PyTorch/XLA tensors are pickled, through CPU: a numpy array plus dtype, device and
-requires_grad, which ``torch.load`` turns back into a device tensor. Both paths test
-``torch._C._has_storage``. A lazyx tensor has a c10 storage, but only a zero-byte placeholder that
-keeps PyTorch's aliasing checks in line with lazyx's (its values live in the engine), so the
-first hook answers "no storage" for lazyx tensors and torch takes those paths.
+torch 1.13's ``Tensor.__deepcopy__`` clones a lazy tensor on the device when it has no storage
+(``torch._C._has_storage``). A lazyx tensor has a c10 storage, but only a zero-byte placeholder
+that keeps PyTorch's aliasing checks in line with lazyx's (its values live in the engine), so
+the first hook answers "no storage" for lazyx tensors.
 
-torch 1.13's pickling path calls ``.numpy()`` without ``detach()`` and so fails for a tensor that
-requires grad; the second hook, a copyreg reducer, writes the same record from a detached copy.
+Pickling goes through the second hook, a copyreg reducer: it writes what torch writes for a
+PyTorch/XLA tensor, through CPU (a numpy array plus dtype, device and requires_grad, which
+``torch.load`` turns back into a device tensor), from a detached copy, so a tensor that requires
+grad pickles too.
 """
 import copyreg
 

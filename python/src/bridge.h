@@ -1,4 +1,5 @@
-// The PyTorch bridge: lazyx as PyTorch's PrivateUse1 device ("privateuseone" in torch 1.13).
+// The PyTorch bridge: lazyx as PyTorch's Lazy device ("lazy", the key torch 1.13 reserves for
+// lazy tensor engines: it runs their backward on the calling thread, not a device thread).
 //
 // Every device tensor is an LzTensorImpl, a c10::TensorImpl that holds a lazyx::Tensor handle and
 // mirrors its sizes, strides and storage offset. Views of one lazyx storage share one LzStorage (a
@@ -15,7 +16,7 @@
 
 namespace lazyx_bridge {
 
-constexpr c10::DeviceType kDeviceType = c10::DeviceType::PrivateUse1;
+constexpr c10::DeviceType kDeviceType = c10::DeviceType::Lazy;
 inline c10::Device device() { return c10::Device(kDeviceType, 0); }
 
 // One per lazyx storage: what PyTorch sees as the storage of the tensor and its views.
@@ -84,5 +85,7 @@ lazyx::Tensor as_strided(const at::Tensor& self, c10::IntArrayRef sizes, c10::In
 // Registers the native _foreach_* kernels (a loop over the per-tensor op). Their names are only
 // known once libtorch has registered its schemas, so the module calls this when it loads.
 void register_foreach_kernels();
+// Runs the CompositeExplicitAutogradNonFunctional kernels torch 1.13 leaves out for the Lazy key.
+void register_composite_kernels();
 
 }  // namespace lazyx_bridge

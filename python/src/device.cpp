@@ -30,7 +30,7 @@ struct LzGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   c10::DeviceIndex deviceCount() const noexcept override { return 1; }
 };
 }  // namespace
-C10_REGISTER_GUARD_IMPL(PrivateUse1, LzGuardImpl);
+C10_REGISTER_GUARD_IMPL(Lazy, LzGuardImpl);
 
 // ---------------------------------------------------------------------------------------------
 // Storage and TensorImpl.
@@ -46,7 +46,7 @@ c10::Storage make_storage(const lazyx::Tensor& root) {
 }  // namespace
 
 LzTensorImpl::LzTensorImpl(lazyx::Tensor t, c10::Storage storage)
-    : c10::TensorImpl(std::move(storage), c10::DispatchKeySet{c10::DispatchKey::PrivateUse1},
+    : c10::TensorImpl(std::move(storage), c10::DispatchKeySet{c10::DispatchKey::Lazy},
                       c10::scalarTypeToTypeMeta(to_at(t.dtype()))),
       tensor_(std::move(t)) {
   refresh_meta();
@@ -184,8 +184,7 @@ LzTensorImpl* lz_impl(const at::Tensor& t) {
   c10::TensorImpl* p = t.unsafeGetTensorImpl();
   // LzTensorImpl is final, so an exact type check (cheaper than dynamic_cast) is enough.
   auto* impl = typeid(*p) == typeid(LzTensorImpl) ? static_cast<LzTensorImpl*>(p) : nullptr;
-  TORCH_CHECK(impl != nullptr,
-              "[lazyx] expected a tensor on the lazyx device (privateuseone), got one on ",
+  TORCH_CHECK(impl != nullptr, "[lazyx] expected a tensor on the lazyx device (lazy), got one on ",
               t.device(), ". Move it with .to(lazyx.device()).");
   return impl;
 }

@@ -282,7 +282,7 @@ void register_dist_bindings(py::module_& parent) {
 
 // DDP and torch.distributed call the c10d ops through the dispatcher; they have no autograd
 // kernel, so device tensors go straight to their backend kernel (the process group's method).
-TORCH_LIBRARY_IMPL(c10d, AutogradPrivateUse1, m) {
+TORCH_LIBRARY_IMPL(c10d, AutogradLazy, m) {
   for (const char* op : {"broadcast_", "allreduce_", "allgather_", "reduce_scatter_", "barrier"}) {
     m.impl(op, torch::CppFunction::makeFallthrough());
   }

@@ -1,5 +1,5 @@
 // What the kernels_*.cpp files share: argument conversions and the helpers several op families
-// use. Each file registers its own kernels with TORCH_LIBRARY_IMPL(aten, PrivateUse1, m); ops
+// use. Each file registers its own kernels with TORCH_LIBRARY_IMPL(aten, Lazy, m); ops
 // without a kernel reach the boxed fallback in kernels_fallback.cpp.
 #pragma once
 

@@ -204,7 +204,7 @@ Tensor& rrelu_with_noise_(Tensor& a, const Tensor& noise, const c10::Scalar& lo,
   return math_inplace(a, rrelu_lz(a, noise, lo, hi, training, gen));
 }
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+TORCH_LIBRARY_IMPL(aten, Lazy, m) {
 #define REG_FO(NAME)              \
   m.impl(#NAME, LZ_FN(NAME##_f)); \
   m.impl(#NAME ".out", LZ_FN(NAME##_o));

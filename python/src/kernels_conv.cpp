@@ -1,4 +1,4 @@
-// Kernels: convolutions. torch sends every convolution on a PrivateUse1 device (conv1d/2d/3d,
+// Kernels: convolutions. torch sends every convolution on a Lazy device (conv1d/2d/3d,
 // the transposed ones, nn.ConvNd) to the two "overrideable" ops; both run as lazyx graph ops.
 #include <torch/library.h>
 
@@ -60,7 +60,7 @@ std::tuple<Tensor, Tensor, Tensor> convolution_backward_overrideable(
   return {gi, gw, gb};
 }
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+TORCH_LIBRARY_IMPL(aten, Lazy, m) {
   m.impl("convolution_overrideable", LZ_FN(convolution_overrideable));
   m.impl("convolution_backward_overrideable", LZ_FN(convolution_backward_overrideable));
 }

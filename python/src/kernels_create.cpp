@@ -218,7 +218,7 @@ Tensor& arange_out(const c10::Scalar& start, const c10::Scalar& end, const c10::
   return assign(out, r, true);
 }
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+TORCH_LIBRARY_IMPL(aten, Lazy, m) {
   m.impl("empty.memory_format", LZ_FN(empty_memory_format));
   m.impl("empty_strided", LZ_FN(empty_strided));
   m.impl("copy_", TORCH_FN(copy_));

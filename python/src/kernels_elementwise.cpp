@@ -310,7 +310,7 @@ Tensor& reciprocal_(Tensor& a) {
   return a;
 }
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+TORCH_LIBRARY_IMPL(aten, Lazy, m) {
   m.impl("add.Tensor", LZ_FN(add_t));
   m.impl("add_.Tensor", LZ_FN(add__t));
   m.impl("add.Scalar", LZ_FN(add_s));

@@ -69,7 +69,7 @@ std::vector<Tensor> to_cpu_list(at::TensorList ts) {
   return out;
 }
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) { m.impl("_to_cpu", LZ_FN(to_cpu_list)); }
+TORCH_LIBRARY_IMPL(aten, Lazy, m) { m.impl("_to_cpu", LZ_FN(to_cpu_list)); }
 
 // Ops whose torch 1.13 schema does not mark every argument they write as written (no `(a!)`):
 // the fallback copies these arguments back too, when the op's `training` argument (if any) is
@@ -331,22 +331,52 @@ void sparse_fallback(const c10::OperatorHandle& op, torch::jit::Stack*) {
               "device (only torch.strided); use .to_dense() first or run the sparse op on CPU.");
 }
 
-TORCH_LIBRARY_IMPL(_, SparsePrivateUse1, m) {
+TORCH_LIBRARY_IMPL(_, SparseLazy, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&sparse_fallback>());
 }
 
-TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
+TORCH_LIBRARY_IMPL(_, Lazy, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&guarded_boxed<&lazyx_fallback>>());
 }
 
+// A composite run for the Lazy key: the kernel torch keeps in PrivateUse1's slot, which no
+// backend uses here (see register_composite_kernels).
+void composite_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* s) {
+  op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), s);
+}
+
 }  // namespace
+
+// torch 1.13 leaves the Lazy key out of CompositeExplicitAutogradNonFunctional kernels (its own
+// lazy backend functionalizes instead), so ops such as new_empty_strided, select_backward,
+// gelu_ or pixel_shuffle would reach the CPU fallback. Every such op without a lazyx kernel runs
+// its composite, which calls ops lazyx has (called when the module loads, after the static
+// registrations).
+void register_composite_kernels() {
+  static torch::Library* lib = nullptr;
+  if (lib != nullptr) return;
+  lib =
+      new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::Lazy, __FILE__, __LINE__);
+  auto& dispatcher = c10::Dispatcher::singleton();
+  for (const c10::OperatorName& name : dispatcher.getAllOpNames()) {
+    if (name.name.rfind("aten::", 0) != 0) continue;
+    auto op = dispatcher.findOp(name);
+    if (!op || op->hasKernelForDispatchKey(c10::DispatchKey::Lazy) ||
+        !op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional)) {
+      continue;
+    }
+    std::string full =
+        name.name.substr(6) + (name.overload_name.empty() ? "" : "." + name.overload_name);
+    lib->impl(full.c_str(), torch::CppFunction::makeFromBoxedFunction<&composite_kernel>());
+  }
+}
 
 // Registers foreach_kernel for every aten::_foreach_* op (called when the module loads).
 void register_foreach_kernels() {
   static torch::Library* lib = nullptr;
   if (lib != nullptr) return;
-  lib = new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__,
-                           __LINE__);
+  lib =
+      new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::Lazy, __FILE__, __LINE__);
   for (const c10::OperatorName& name : c10::Dispatcher::singleton().getAllOpNames()) {
     if (name.name.rfind("aten::_foreach_", 0) != 0) continue;
     std::string full =

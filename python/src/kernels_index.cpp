@@ -144,7 +144,7 @@ Tensor cat(const at::ITensorListRef& tensors, int64_t dim) {
   return wrap(lazyx::cat(ts, wrap_dim(dim, nd)));
 }
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+TORCH_LIBRARY_IMPL(aten, Lazy, m) {
   m.impl("index_select", LZ_FN(index_select));
   m.impl("index_copy_", LZ_FN(index_copy_));
   m.impl("index_copy", LZ_FN(index_copy));

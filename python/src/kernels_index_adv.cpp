@@ -268,7 +268,7 @@ std::tuple<Tensor, Tensor, Tensor> unique_consecutive(const Tensor& self, bool i
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+TORCH_LIBRARY_IMPL(aten, Lazy, m) {
   m.impl("index.Tensor", LZ_FN(index_tensor));
   m.impl("_index_put_impl_", LZ_FN(index_put_impl_));
   m.impl("take", LZ_FN(take_k));

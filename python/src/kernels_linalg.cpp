@@ -101,7 +101,7 @@ void linalg_check_errors(const Tensor& info, c10::string_view api_name, bool is_
   at::_linalg_check_errors(to_cpu(info), api_name, is_matrix);
 }
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+TORCH_LIBRARY_IMPL(aten, Lazy, m) {
   m.impl("_linalg_check_errors", LZ_FN(linalg_check_errors));
   m.impl("mm", LZ_FN(mm));
   m.impl("bmm", LZ_FN(bmm));

@@ -260,7 +260,7 @@ Tensor embedding_bag_psw_backward(const Tensor& grad, const Tensor& weight, cons
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+TORCH_LIBRARY_IMPL(aten, Lazy, m) {
   m.impl("binary_cross_entropy", LZ_FN(bce));
   m.impl("binary_cross_entropy_backward", LZ_FN(bce_backward));
   m.impl("smooth_l1_loss", LZ_FN(smooth_l1));

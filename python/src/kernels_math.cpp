@@ -162,7 +162,7 @@ Tensor efficient_zero(c10::IntArrayRef size, optional<at::ScalarType> dtype, opt
   return wrap(lazyx::zeros(to_shape(size), default_dtype(dtype)));
 }
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+TORCH_LIBRARY_IMPL(aten, Lazy, m) {
   m.impl("_efficientzerotensor", LZ_FN(efficient_zero));
   m.impl("fmax", LZ_FN(fmax_f));
   m.impl("fmin", LZ_FN(fmin_f));

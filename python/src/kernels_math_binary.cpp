@@ -202,7 +202,7 @@ Tensor& clamp_max_to(const Tensor& a, const Tensor& hi, Tensor& out) {
   return clamp_to(a, c10::nullopt, hi, out);
 }
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+TORCH_LIBRARY_IMPL(aten, Lazy, m) {
 #define REG_T(NAME, T, TI, TO)            \
   m.impl(#NAME T, LZ_FN(NAME##_t));       \
   m.impl(#NAME "_" TI, LZ_FN(NAME##_ti)); \

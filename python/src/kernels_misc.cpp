@@ -1,5 +1,5 @@
 // Kernels: compositions of native ops with no IR op of their own (equal, isin, bernoulli_ with
-// tensor p, normal with tensor mean or std, unfold_backward, renorm).
+// tensor p, normal with tensor mean or std, unfold_backward, renorm, native_dropout).
 #include <ATen/ExpandUtils.h>
 #include <ATen/ATen.h>
 #include <torch/library.h>
@@ -123,9 +123,28 @@ Tensor& renorm_inplace(Tensor& self, const c10::Scalar& p, int64_t dim,
   return self.copy_(renorm_impl(self, p, dim, maxnorm));
 }
 
+// torch runs dropout on a lazy device as native_dropout, one op as on CUDA: the mask is
+// bernoulli(1 - p) on the engine's generator, the output input * mask / (1 - p).
+std::tuple<Tensor, Tensor> native_dropout(const Tensor& input, double p,
+                                          c10::optional<bool> train) {
+  if (train.has_value() && !*train) {
+    return {input.clone(), at::ones_like(input, input.options().dtype(at::kBool))};
+  }
+  const double keep = 1.0 - p;
+  Tensor mask = at::empty_like(input, input.options().dtype(at::kBool));
+  mask.bernoulli_(keep);
+  return {input.mul(mask).mul_(keep == 0 ? 0.0 : 1.0 / keep), mask};
+}
+
+Tensor native_dropout_backward(const Tensor& grad, const Tensor& mask, double scale) {
+  return grad.mul(mask).mul_(scale);
+}
+
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+TORCH_LIBRARY_IMPL(aten, Lazy, m) {
+  m.impl("native_dropout", LZ_FN(native_dropout));
+  m.impl("native_dropout_backward", LZ_FN(native_dropout_backward));
   m.impl("equal", LZ_FN(equal));
   m.impl("isin.Tensor_Tensor", LZ_FN(isin_tt));
   m.impl("isin.Tensor_Scalar", LZ_FN(isin_ts));

@@ -145,7 +145,7 @@ Tensor pad_backward_k(const Tensor& grad, const Tensor& self, c10::IntArrayRef p
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+TORCH_LIBRARY_IMPL(aten, Lazy, m) {
   m.impl("native_batch_norm", LZ_FN(native_batch_norm));
   m.impl("native_batch_norm_backward", LZ_FN(native_batch_norm_backward));
   m.impl("native_group_norm", LZ_FN(native_group_norm));

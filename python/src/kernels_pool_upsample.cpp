@@ -110,7 +110,7 @@ Tensor near3_vec_back(const Tensor& g, at::OptionalSymIntArrayRef, c10::SymIntAr
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+TORCH_LIBRARY_IMPL(aten, Lazy, m) {
   constexpr InterpMode N = InterpMode::Nearest, E = InterpMode::NearestExact;
   m.impl("upsample_nearest1d", LZ_FN(up1<N>));
   m.impl("upsample_nearest2d", LZ_FN(up2<N>));

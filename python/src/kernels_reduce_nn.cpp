@@ -242,7 +242,7 @@ std::tuple<Tensor, Tensor, Tensor> native_layer_norm_backward(
   return {dx, dw, db};
 }
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+TORCH_LIBRARY_IMPL(aten, Lazy, m) {
   // Reductions.
   m.impl("sum", LZ_FN(sum));
   m.impl("sum.dim_IntList", LZ_FN(sum_dim));

@@ -135,7 +135,7 @@ TT histogram_ct(const Tensor& self, int64_t bins, optional<at::ArrayRef<double>>
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+TORCH_LIBRARY_IMPL(aten, Lazy, m) {
   m.impl("grid_sampler_2d", LZ_FN(grid_sampler_2d));
   m.impl("grid_sampler_2d_backward", LZ_FN(grid_sampler_2d_backward));
   m.impl("frexp.Tensor", LZ_FN(frexp));

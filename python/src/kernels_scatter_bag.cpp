@@ -261,7 +261,7 @@ Tensor multinomial(const Tensor& self, int64_t n, bool replacement, optional<at:
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+TORCH_LIBRARY_IMPL(aten, Lazy, m) {
   m.impl("scatter.value", LZ_FN(scatter_v));
   m.impl("scatter_.value", LZ_FN(scatter_v_));
   m.impl("scatter.reduce", LZ_FN(scatter_reduce_k));

@@ -349,9 +349,9 @@ Tensor& eye_m_out(int64_t n, int64_t m, Tensor& out) {
   return write_out(out, eye_v(n, m, out.scalar_type()));
 }
 
-TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) { m.impl("nanmean.out", LZ_FN(nanmean_out)); }
+TORCH_LIBRARY_IMPL(aten, AutogradLazy, m) { m.impl("nanmean.out", LZ_FN(nanmean_out)); }
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+TORCH_LIBRARY_IMPL(aten, Lazy, m) {
   m.impl("tril", LZ_FN(tril));
   m.impl("triu", LZ_FN(triu));
   m.impl("tril.out", LZ_FN(tril_out));

@@ -40,7 +40,7 @@ Tensor& igammac_ti(Tensor& a, const Tensor& b) { return math_inplace(a, apply2(i
 Tensor airy_ai_f(const Tensor& a) { return wrap(lazyx::airy_ai(lz(a))); }
 Tensor& airy_ai_o(const Tensor& a, Tensor& out) { return math_out(out, lazyx::airy_ai(lz(a))); }
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+TORCH_LIBRARY_IMPL(aten, Lazy, m) {
 #define REG2(OP, NAME)         \
   m.impl(OP, LZ_FN(NAME##_t)); \
   m.impl(OP ".out", LZ_FN(NAME##_to));

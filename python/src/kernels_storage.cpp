@@ -91,7 +91,7 @@ void resize_output(const Tensor& out, c10::IntArrayRef size) {
 Tensor& write_out(Tensor& out, LT r) {
   TORCH_CHECK(is_lazyx(out),
               "Expected all tensors to be on the same device, but found at least "
-              "two devices, privateuseone:0 and ",
+              "two devices, lazy:0 and ",
               out.device(), "! (out= tensor)");
   TORCH_CHECK(to_at(r.dtype()) == out.scalar_type(), "Expected out tensor to have dtype ",
               to_at(r.dtype()), ", but got ", out.scalar_type(), " instead");
@@ -156,11 +156,11 @@ std::vector<Tensor> tensor_split_t(const Tensor& self, const Tensor& ind, int64_
   return at::native::tensor_split(self, to_cpu(ind), dim);
 }
 
-TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {
+TORCH_LIBRARY_IMPL(aten, AutogradLazy, m) {
   m.impl("tensor_split.tensor_indices_or_sections", TORCH_FN(tensor_split_t));
 }
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+TORCH_LIBRARY_IMPL(aten, Lazy, m) {
   m.impl("resize_", LZ_FN(resize_));
   m.impl("as_strided_", LZ_FN(as_strided_));
   m.impl("set_.source_Tensor", LZ_FN(set_tensor));

@@ -165,7 +165,7 @@ Tensor pdist_backward(const Tensor& grad, const Tensor& self, double p, const Te
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+TORCH_LIBRARY_IMPL(aten, Lazy, m) {
   m.impl("addmv", LZ_FN(addmv_k));
   m.impl("addmv.out", LZ_FN(addmv_out));
   m.impl("addmv_", LZ_FN(addmv_));

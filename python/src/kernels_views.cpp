@@ -100,7 +100,7 @@ Tensor squeeze_dim(const Tensor& self, int64_t dim) {
   return wrap_view(lz(self).squeeze(wrap_dim(dim, self.dim())), self);
 }
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+TORCH_LIBRARY_IMPL(aten, Lazy, m) {
   m.impl("view", LZ_FN(view));
   m.impl("_reshape_alias", LZ_FN(_reshape_alias));
   m.impl("_unsafe_view", LZ_FN(_unsafe_view));

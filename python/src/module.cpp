@@ -50,8 +50,9 @@ void rethrow_op_error(const lazyx::Error& e) { throw OpError(e.what()); }
 }  // namespace lazyx_bridge
 
 PYBIND11_MODULE(_C, m) {
-  m.doc() = "lazyx: a lazy tensor engine as PyTorch's PrivateUse1 device";
+  m.doc() = "lazyx: a lazy tensor engine as PyTorch's Lazy device";
   register_foreach_kernels();
+  register_composite_kernels();
   register_dist_bindings(m);
   register_diagnostics(m);
   static py::exception<lazyx::Error> lazyx_error(m, "LazyxError", PyExc_RuntimeError);
@@ -64,7 +65,7 @@ PYBIND11_MODULE(_C, m) {
     }
   });
 
-  m.def("device_type", []() { return std::string("privateuseone"); });
+  m.def("device_type", []() { return std::string("lazy"); });
   m.def("mark_step", []() {
     py::gil_scoped_release nogil;
     lazyx::mark_step();

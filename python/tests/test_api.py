@@ -1,4 +1,8 @@
 """The Python API: steps, donation flags, reports, memory, inspection, metrics and errors."""
+import os
+import subprocess
+import sys
+
 import pytest
 import torch
 
@@ -8,10 +12,10 @@ DEV = lazyx.device()
 
 
 def test_device():
-    assert DEV == torch.device("privateuseone", 0)
-    assert str(DEV) == "privateuseone:0"
+    assert DEV == torch.device("lazy", 0)
+    assert str(DEV) == "lazy:0"
     t = torch.ones(2, device=DEV)
-    assert t.device == DEV and t.device.type == lazyx.DEVICE_TYPE == "privateuseone"
+    assert t.device == DEV and t.device.type == lazyx.DEVICE_TYPE == "lazy"
 
 
 def test_mark_step_and_sync():
@@ -130,3 +134,23 @@ def test_engine_errors_are_python_exceptions():
     with pytest.raises(RuntimeError, match="index"):
         idx = torch.tensor([5]).to(DEV)
         torch.ones(3).to(DEV).index_select(0, idx).cpu()
+
+
+def test_torch_lazy_ts_backend_is_refused_in_both_orders():
+    # lazyx and torch._lazy's TorchScript backend are both torch's "lazy" device.
+    import torch._lazy.ts_backend
+    with pytest.raises(RuntimeError, match="one process can use only one of them"):
+        torch._lazy.ts_backend.init()
+    x = torch.ones(3).to(DEV) * 2  # lazyx's kernels are untouched
+    assert x.cpu().tolist() == [2.0, 2.0, 2.0]
+    code = ("import sys, torch, torch._lazy.ts_backend\n"
+            "torch._lazy.ts_backend.init()\n"
+            "sys.path.insert(0, sys.argv[1])\n"
+            "try:\n"
+            "    import lazyx\n"
+            "except ImportError as e:\n"
+            "    print('refused:', e)\n")
+    pkg = os.path.dirname(os.path.dirname(lazyx.__file__))
+    out = subprocess.run([sys.executable, "-c", code, pkg], capture_output=True, text=True,
+                         timeout=120)
+    assert "refused: [lazyx]" in out.stdout and "initialized first" in out.stdout, out

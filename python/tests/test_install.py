@@ -58,7 +58,7 @@ def test_cmake_install_into_a_prefix(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     alias, printed, init, libs = r.stdout.splitlines()
     assert alias == "(1, 1.0, [1.0])"
-    assert printed == "tensor([0, 1, 2], device='privateuseone:0')"
+    assert printed == "tensor([0, 1, 2], device='lazy:0')"
     assert init == os.path.join(site, "lazyx", "__init__.py")
     libs = libs.split(";")
     assert libs != [""] and all(p.startswith(str(prefix) + os.sep) for p in libs), libs

@@ -6,7 +6,7 @@ import torch._tensor_str as tensor_str
 import lazyx
 
 DEV = lazyx.device()
-SUFFIX = "device='privateuseone:0'"
+SUFFIX = "device='lazy:0'"
 
 
 def fallbacks():
@@ -21,13 +21,13 @@ def with_device(cpu_text):
 
 
 def unhooked_str(t):
-    """What torch 1.13 itself prints for t, formatting on the device through the fallbacks."""
-    hook = tensor_str._tensor_str
-    tensor_str._tensor_str = lazyx._printing._original_tensor_str
+    """What torch 1.13 itself prints for t (it formats a CPU copy of a lazy tensor)."""
+    hook = tensor_str._str
+    tensor_str._str = lazyx._printing._original_str
     try:
         return str(t)
     finally:
-        tensor_str._tensor_str = hook
+        tensor_str._str = hook
 
 
 CASES = {
@@ -55,15 +55,15 @@ def test_str_is_torch_text_with_device(name):
 def test_suffixes():
     cases = [
         (torch.tensor([1, 2, 3], dtype=torch.int32),
-         "tensor([1, 2, 3], device='privateuseone:0', dtype=torch.int32)"),
+         "tensor([1, 2, 3], device='lazy:0', dtype=torch.int32)"),
         (torch.tensor([0.5, 2.0], dtype=torch.float64),
-         "tensor([0.5000, 2.0000], device='privateuseone:0', dtype=torch.float64)"),
+         "tensor([0.5000, 2.0000], device='lazy:0', dtype=torch.float64)"),
         (torch.tensor([0.5, 2.0], dtype=torch.bfloat16),
-         "tensor([0.5000, 2.0000], device='privateuseone:0', dtype=torch.bfloat16)"),
-        (torch.tensor([]), "tensor([], device='privateuseone:0')"),
+         "tensor([0.5000, 2.0000], device='lazy:0', dtype=torch.bfloat16)"),
+        (torch.tensor([]), "tensor([], device='lazy:0')"),
         (torch.zeros(2, 0, dtype=torch.int64),
-         "tensor([], device='privateuseone:0', size=(2, 0), dtype=torch.int64)"),
-        (torch.tensor(True), "tensor(True, device='privateuseone:0')"),
+         "tensor([], device='lazy:0', size=(2, 0), dtype=torch.int64)"),
+        (torch.tensor(True), "tensor(True, device='lazy:0')"),
     ]
     lazyx.metrics.clear_counters()
     for c, want in cases:
@@ -74,12 +74,12 @@ def test_suffixes():
 def test_autograd_suffixes():
     w = torch.tensor([1.0, -2.0]).to(DEV).requires_grad_()
     lazyx.metrics.clear_counters()
-    assert str(w) == "tensor([ 1., -2.], device='privateuseone:0', requires_grad=True)"
+    assert str(w) == "tensor([ 1., -2.], device='lazy:0', requires_grad=True)"
     y = w * 2
-    assert str(y) == "tensor([ 2., -4.], device='privateuseone:0', grad_fn=<MulBackward0>)"
+    assert str(y) == "tensor([ 2., -4.], device='lazy:0', grad_fn=<MulBackward0>)"
     p = torch.nn.Parameter(torch.ones(2).to(DEV))
     assert repr(p) == ("Parameter containing:\n"
-                       "tensor([1., 1.], device='privateuseone:0', requires_grad=True)")
+                       "tensor([1., 1.], device='lazy:0', requires_grad=True)")
     assert fallbacks() == []
     assert w.grad is None and y.grad_fn is not None  # printing left the graph alone
 
@@ -108,7 +108,7 @@ def test_print_syncs_only_the_printed_tensor(capsys):
     y = b - 1
     step = lazyx.last_step().step
     print(x)
-    assert capsys.readouterr().out == "tensor([4., 4., 4., 4.], device='privateuseone:0')\n"
+    assert capsys.readouterr().out == "tensor([4., 4., 4., 4.], device='lazy:0')\n"
     assert not lazyx.is_pending(x) and lazyx.is_pending(y)
     assert lazyx.last_step().step == step + 1 and lazyx.last_step().kind == "read"  # one sync
     print(x)  # already materialized: no sync at all
