@@ -376,6 +376,35 @@ TEST(CpuOps, Reductions) {
   }
 }
 
+// Row sums add into 16 partial sums in a fixed order: every length around and past the lane
+// count, a row split across the pool, and rows of special values.
+TEST(CpuOps, RowSumsOfEveryLength) {
+  for (Dtype d : {kFloat32, kFloat64, kBFloat16}) {
+    for (int64_t n : {1, 2, 15, 16, 17, 31, 32, 33, 40, 1000, 4099, 200003}) {
+      const Shape s = {n > 4099 ? 1 : 3, n};
+      check(
+          name("row sum", s, d), [&] { return (make(s, d, 31) * 3 - 1).sum({1}); }, false,
+          tol_for(d, true) * 4);
+      check(
+          name("row mean", s, d), [&] { return make(s, d, 32).mean({1}); }, true);
+    }
+  }
+  const double inf = INFINITY;
+  const std::vector<std::vector<double>> rows = {
+      std::vector<double>(37, -0.0),
+      {1, inf, 2, 3, 4, 5, 6, 7, 8, 9, 1, 2, 3, 4, 5, 6, 7, 8},
+      {1, inf, 2, -inf, 4, 5, 6, 7, 8, 9, 1, 2, 3, 4, 5, 6, 7, 8},
+      {1, 2, NAN, 3, 4, 5, 6, 7, 8, 9, 1, 2, 3, 4, 5, 6, 7, 8}};
+  for (const auto& row : rows) {
+    check("sum of special values", [&] {
+      return tensor(row, {1, static_cast<int64_t>(row.size())}).sum({1});
+    });
+  }
+  set_backend("cpu");
+  Tensor z = full({2, 40}, -0.0f).sum({1});  // a sum starts from +0, as eager's
+  EXPECT_FALSE(std::signbit(z.to_vector<float>()[0]));
+}
+
 TEST(CpuOps, Matmul) {
   const std::vector<std::pair<Shape, Shape>> cases = {
       {{3, 5}, {5, 7}}, {{1, 1}, {1, 1}}, {{2, 3, 5}, {5, 4}}, {{2, 1, 3, 5}, {3, 5, 2}},

@@ -30,12 +30,21 @@ Bytes bytes_of(const std::vector<Tensor>& ts) {
 }
 
 // Kernels of many kinds: math functions in both float widths and bfloat16, row and column
-// reductions, normalizations, random numbers, a transposed read and broadcasting.
+// reductions, normalizations, random numbers, a transposed read, broadcasting, and kernels whose
+// results the optimizer cannot change (compiled at the quick tier without O3).
 Bytes run_step(int seed) {
   manual_seed(static_cast<uint64_t>(seed));
   Tensor x = randn({64, 96});
   Tensor d = randn({33, 17}, kFloat64);
   Tensor h = randn({40, 24}).to(kBFloat16);
+  Tensor big = randn({512, 300});  // enough elements to be vectorized at the quick tier
+  // Special values, 40 of them: NaN, infinities, signed zeros, out-of-range for integer casts.
+  std::vector<float> sv;
+  for (int i = 0; i < 40; ++i) {
+    const float v[] = {NAN, INFINITY, -INFINITY, -0.0f, 0.0f, 3e10f, -3e10f, 255.5f, -1.5f, 7.25f};
+    sv.push_back(v[i % 10] * (i < 20 ? 1.0f : -1.0f));
+  }
+  Tensor sp = tensor(sv, {4, 10});
   mark_step();
   std::vector<Tensor> outs = {
       (x.sin() * x + 0.5).tanh() * x.sigmoid(),
@@ -48,6 +57,28 @@ Bytes run_step(int seed) {
       d.sqrt().abs().pow(1.5),
       h.tanh().mul(h).sum({0}),
       rand({50, 7}) + x.narrow(0, 0, 50).narrow(1, 0, 7),
+      // Order-exact kernels (the quick pipeline): plain sums of every shape, integer math,
+      // an optimizer-like update, clamps.
+      (x * 3 - 1).sum({1}),
+      x.mean({0}),
+      (x * x).sum(),
+      d.sum({1}),
+      h.mul(h).sum({1}),
+      (x.abs() + 1e-8).sqrt().div((x * x).add(0.5)).mul(-0.01).add(x),
+      floor(x.clamp(-0.5, 0.5).mul(2)),
+      remainder(x.mul(100).to(kInt64), 7).sum({1}),
+      sp.to(kInt64),
+      sp.to(kInt32),
+      sp.to(kUInt8),
+      sp.to(kBFloat16),
+      sp.to(kFloat16),
+      sp * 0,
+      sp.clamp(-1, 1),
+      sp.sum({1}),
+      sp.add(1).mean({0}),
+      sp.div(sp),
+      (big * 3 - 1).sum({1}),
+      (big.abs() + 1).sqrt().mul(big).sum({0}),
   };
   sync(outs);
   return bytes_of(outs);
@@ -74,6 +105,10 @@ class Tiered : public ::testing::Test {
 TEST_F(Tiered, FullTierReplacesQuickKernelsWithBitwiseEqualResults) {
   const Bytes quick = run_step(7);
   ASSERT_GT(counter("CpuKernelCompiled"), 5);
+  // Both quick pipelines ran: O3 for kernels with library math or fast-math flags, the quick
+  // one for the rest.
+  EXPECT_GE(counter("CpuKernelQuickPipeline"), 5);
+  EXPECT_LT(counter("CpuKernelQuickPipeline"), counter("CpuKernelCompiled"));
   wait_for_background_compiles();
   const Bytes full = run_step(7);  // the same programs: cache hits that swap the code in
   EXPECT_EQ(counter("CpuKernelUpgraded"), counter("CpuKernelCompiled"));

@@ -28,9 +28,9 @@
 #endif
 #include <llvm/AsmParser/Parser.h>
 #include <llvm/Config/llvm-config.h>
-#include <llvm/Support/SourceMgr.h>
 #include <llvm/ExecutionEngine/Orc/CompileUtils.h>
 #include <llvm/Linker/Linker.h>
+#include <llvm/Support/SourceMgr.h>
 #if defined(__GNUC__)
 #pragma GCC diagnostic pop
 #endif
@@ -313,6 +313,8 @@ struct Unit {
   bool dump_ir = false;  // LAZYX_CPU_DUMP_IR, read on the caller (pool threads must not throw)
   bool loaded = false;  // from the persistent cache
   bool full = true;     // the tier it compiles at
+  bool exact = false;   // its results do not depend on the optimizer (order_exact)
+  bool small = false;   // too few elements to pay for vectorizing at the quick tier
 };
 
 // Everything besides the IR that decides a kernel's machine code: the persistent cache key's
@@ -327,24 +329,7 @@ const std::string& build_context(Jit& jit) {
 
 void optimize_and_emit(Jit& jit, Unit& u) {
   llvm::TargetMachine& tm = thread_target_machine(jit, u.full);
-  {
-    ProfileSpan span("llvm ir pipeline", "compile");
-    llvm::LoopAnalysisManager lam;
-    llvm::FunctionAnalysisManager fam;
-    llvm::CGSCCAnalysisManager cgam;
-    llvm::ModuleAnalysisManager mam;
-    llvm::PipelineTuningOptions pto;
-    pto.LoopVectorization = true;
-    pto.SLPVectorization = true;
-    llvm::PassBuilder pb(&tm, pto);
-    pb.registerModuleAnalyses(mam);
-    pb.registerCGSCCAnalyses(cgam);
-    pb.registerFunctionAnalyses(fam);
-    pb.registerLoopAnalyses(lam);
-    pb.crossRegisterProxies(lam, fam, cgam, mam);
-    llvm::ModulePassManager mpm = pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3);
-    mpm.run(*u.mod, mam);
-  }
+  run_ir_pipeline(tm, *u.mod, !u.full && u.exact);
   if (u.dump_ir) {
     std::lock_guard<std::mutex> lock(jit.mu);
     u.mod->print(llvm::errs(), nullptr);
@@ -476,25 +461,14 @@ void build_unit(Jit& jit, const LoweredGraph& g, const FusedSpec& spec, const ch
   }
   llvm::raw_string_ostream ks(u.key);
   u.mod->print(ks, nullptr);
+  u.exact = order_exact(*u.mod);
+  u.small = ir::shape_numel(spec.shape) < kQuickVectorMin;
 }
 
-// Compiles one thread's share of the new kernels: full-tier ones alone (the persistent cache
-// keeps one object file per kernel), quick-tier ones linked into one module, so LLVM's
-// per-module work is paid once. Kernels never call each other: each compiles as it would alone.
-void compile_share(Jit& jit, std::vector<Unit>& units, const std::vector<size_t>& share, int index,
-                   Unit& batch, const std::string& cache_dir, bool batching) {
-  std::vector<size_t> quick;
-  for (size_t k : share) {
-    if (!units[k].full) {
-      quick.push_back(k);
-      continue;
-    }
-    optimize_and_emit(jit, units[k]);
-    if (units[k].obj && !cache_dir.empty()) {
-      std::string_view bytes(units[k].obj->getBufferStart(), units[k].obj->getBufferSize());
-      persistent_cache_store(cache_dir, units[k].pkey, bytes);
-    }
-  }
+// Links quick-tier kernels into one module (so LLVM's per-module work is paid once) and
+// compiles it; kernels never call each other, so each compiles as it would alone.
+void emit_batch(Jit& jit, std::vector<Unit>& units, const std::vector<size_t>& quick, int index,
+                Unit& batch, bool batching) {
   if (quick.size() < 2 || !batching) {  // alone: LAZYX_CPU_NO_BATCHING, a benchmark baseline
     for (size_t k : quick) optimize_and_emit(jit, units[k]);
     return;
@@ -506,6 +480,7 @@ void compile_share(Jit& jit, std::vector<Unit>& units, const std::vector<size_t>
   batch.mod->setTargetTriple(first.getTargetTriple());
   batch.dump_ir = units[quick[0]].dump_ir;
   batch.full = false;
+  batch.exact = units[quick[0]].exact;
   llvm::Linker linker(*batch.mod);
   for (size_t i = 0; i < quick.size(); ++i) {
     Unit& u = units[quick[i]];
@@ -519,6 +494,27 @@ void compile_share(Jit& jit, std::vector<Unit>& units, const std::vector<size_t>
     }
   }
   optimize_and_emit(jit, batch);
+}
+
+// Compiles one thread's share of the new kernels: full-tier ones alone (the persistent cache
+// keeps one object file per kernel), quick-tier ones in two batches, batch[0] through the O3
+// pipeline and batch[1] (order-exact kernels) through the quick one.
+void compile_share(Jit& jit, std::vector<Unit>& units, const std::vector<size_t>& share, int index,
+                   Unit* batch, const std::string& cache_dir, bool batching) {
+  std::vector<size_t> quick[2];
+  for (size_t k : share) {
+    if (!units[k].full) {
+      if (units[k].exact && units[k].small) scalar_loops(*units[k].mod);
+      quick[units[k].exact ? 1 : 0].push_back(k);
+      continue;
+    }
+    optimize_and_emit(jit, units[k]);
+    if (units[k].obj && !cache_dir.empty()) {
+      std::string_view bytes(units[k].obj->getBufferStart(), units[k].obj->getBufferSize());
+      persistent_cache_store(cache_dir, units[k].pkey, bytes);
+    }
+  }
+  for (int g = 0; g < 2; ++g) emit_batch(jit, units, quick[g], 2 * index + g, batch[g], batching);
 }
 
 // Adds the new kernels' object files to the JIT: each batch's, then each lone kernel's.
@@ -577,7 +573,7 @@ std::vector<KernelFn> compile_fused(const LoweredGraph& g, const std::vector<Fus
     c->setDiagnosticHandlerCallBack(quiet_diagnostics, nullptr);
   }
   std::vector<Unit> units(specs.size());
-  std::vector<Unit> batches(nshare);  // each thread's quick-tier kernels, linked
+  std::vector<Unit> batches(2 * nshare);  // each thread's quick-tier kernels, linked
   std::vector<std::shared_ptr<KernelCode>> code(specs.size());
   std::vector<int> same_as(specs.size(), -1);  // an earlier kernel of this program with this IR
   {
@@ -632,7 +628,8 @@ std::vector<KernelFn> compile_fused(const LoweredGraph& g, const std::vector<Fus
     for (int64_t t = b; t < e; ++t) {
       if (share[t].empty()) continue;
       ProfileSpan span("llvm compile", "compile", op_of(share[t][0]));  // per thread
-      compile_share(jit, units, share[t], static_cast<int>(t), batches[t], cache_dir, batching);
+      compile_share(jit, units, share[t], static_cast<int>(t), &batches[2 * t], cache_dir,
+                    batching);
     }
   });
   add_new_code(jit, units, batches, todo, op_of, code);
@@ -648,6 +645,9 @@ std::vector<KernelFn> compile_fused(const LoweredGraph& g, const std::vector<Fus
     }
   }
   metrics::add_counter("CpuKernelCompiled", misses);
+  int64_t exact = 0;
+  for (size_t k : todo) exact += !units[k].loaded && !units[k].full && units[k].exact;
+  metrics::add_counter("CpuKernelQuickPipeline", exact);
   metrics::add_counter("CpuKernelReused", static_cast<int64_t>(specs.size() - todo.size()));
   auto prog = std::make_unique<ProgramCode>();
   for (size_t k = 0; k < specs.size(); ++k) {

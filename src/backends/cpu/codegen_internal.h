@@ -682,11 +682,13 @@ struct Gen {
 // Merges dims that every array walks alike: the merged sizes and per-array strides.
 void merge_dims(const Shape& shape, std::vector<Shape>& strides, Shape& dims);
 // A counted loop j in [lo, hi) carrying accumulators; returns their values after the loop.
+// pin_width > 0 asks the vectorizer for exactly that many lanes and forbids unrolling.
 std::vector<llvm::Value*> counted_loop(
     llvm::LLVMContext& C, llvm::IRBuilder<>& b, llvm::Value* lo, llvm::Value* hi,
     const std::vector<llvm::Value*>& init, bool vectorize_hint,
     const std::function<std::vector<llvm::Value*>(llvm::Value*, const std::vector<llvm::Value*>&)>&
-        f);
+        f,
+    int pin_width = 0);
 // A kernel's always-inlined body (its buffers noalias, then `extra` parameters) and the
 // exported entry point with the common signature, already emitted: it unpacks the buffers and
 // calls the body.
@@ -703,5 +705,17 @@ void build_kernel(Jit& jit, llvm::LLVMContext& C, llvm::Module& M, const Lowered
                   const FusedSpec& s, const std::string& name);
 void build_reduce_kernel(Jit& jit, llvm::LLVMContext& C, llvm::Module& M, const LoweredGraph& g,
                          const FusedSpec& s, const std::string& name);
+
+// pipelines.cpp: the IR pipelines of the two tiers.
+// Below this many elements a kernel's quick-tier code stays scalar: vectorizing costs about as
+// much compile time (~2 ms a kernel) as its first few runs win back.
+constexpr int64_t kQuickVectorMin = int64_t{1} << 17;
+// Whether the optimizer cannot change any result of the module (no fast-math flags or library
+// calls): then the quick tier may run its short pipeline and still match the full tier bitwise.
+bool order_exact(const llvm::Module& m);
+// Marks every loop of a quick-tier kernel not to be vectorized.
+void scalar_loops(llvm::Module& m);
+// Runs the O3 pipeline, or the quick tier's short one (order-exact kernels only).
+void run_ir_pipeline(llvm::TargetMachine& tm, llvm::Module& m, bool quick);
 
 }  // namespace lazyx::cpu::cg

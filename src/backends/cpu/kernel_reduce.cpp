@@ -4,6 +4,8 @@
 
 namespace lazyx::cpu::cg {
 
+constexpr int64_t kLanes = 16;  // partial sums of a row's floating sum: two 512-bit vectors
+
 // Splits the group's dims (and every array's strides) into kept and reduced ones and merges each.
 bool reduce_dims(const LoweredGraph& g, const FusedSpec& s, Shape& kdims, Shape& rdim,
                  std::vector<Shape>& kstr, std::vector<Shape>& rstr,
@@ -31,7 +33,8 @@ std::vector<llvm::Value*> counted_loop(
     llvm::LLVMContext& C, llvm::IRBuilder<>& b, llvm::Value* lo, llvm::Value* hi,
     const std::vector<llvm::Value*>& init, bool vectorize_hint,
     const std::function<std::vector<llvm::Value*>(llvm::Value*, const std::vector<llvm::Value*>&)>&
-        f) {
+        f,
+    int pin_width) {
   llvm::Function* fn = b.GetInsertBlock()->getParent();
   llvm::BasicBlock* pre = b.GetInsertBlock();
   auto* loop = llvm::BasicBlock::Create(C, "loop", fn);
@@ -54,11 +57,17 @@ std::vector<llvm::Value*> counted_loop(
     llvm::cast<llvm::PHINode>(acc[k])->addIncoming(nv[k], latch);
   auto* br = b.CreateCondBr(b.CreateICmpSLT(jn, hi), loop, done);
   if (vectorize_hint) {
-    llvm::MDNode* enable =
-        llvm::MDNode::get(C, {llvm::MDString::get(C, "llvm.loop.vectorize.enable"),
-                              llvm::ConstantAsMetadata::get(b.getTrue())});
+    auto md = [&](const char* name, llvm::Constant* v) -> llvm::Metadata* {
+      return llvm::MDNode::get(C, {llvm::MDString::get(C, name), llvm::ConstantAsMetadata::get(v)});
+    };
     auto tmp = llvm::MDNode::getTemporary(C, {});
-    llvm::MDNode* loopid = llvm::MDNode::get(C, {tmp.get(), enable});
+    std::vector<llvm::Metadata*> ops = {tmp.get(), md("llvm.loop.vectorize.enable", b.getTrue())};
+    if (pin_width > 0) {
+      ops.push_back(md("llvm.loop.vectorize.width", b.getInt32(pin_width)));
+      ops.push_back(md("llvm.loop.interleave.count", b.getInt32(1)));
+      ops.push_back(llvm::MDNode::get(C, {llvm::MDString::get(C, "llvm.loop.unroll.disable")}));
+    }
+    llvm::MDNode* loopid = llvm::MDNode::get(C, ops);
     loopid->replaceOperandWith(0, loopid);
     br->setMetadata(llvm::LLVMContext::MD_loop, loopid);
   }
@@ -71,6 +80,43 @@ std::vector<llvm::Value*> counted_loop(
     out.push_back(p);
   }
   return out;
+}
+
+// The sum of f(j) for j in [j0, j1) in a fixed association: element j adds into lane
+// (j - j0) % kLanes, the lanes are summed pairwise, then the tail (j1 - j0) % kLanes adds in
+// order. The lane loop has a constant trip count, so the optimizer vectorizes it across lanes.
+llvm::Value* laned_sum(llvm::LLVMContext& C, llvm::IRBuilder<>& b, llvm::Value* j0, llvm::Value* j1,
+                       llvm::Value* lanes, llvm::Value* init,
+                       const std::function<llvm::Value*(llvm::Value*)>& f) {
+  llvm::Type* at = init->getType();
+  for (int64_t i = 0; i < kLanes; ++i)
+    b.CreateStore(init, b.CreateConstInBoundsGEP1_64(at, lanes, i));
+  llvm::Value* nblocks = b.CreateSDiv(b.CreateSub(j1, j0), b.getInt64(kLanes));
+  counted_loop(C, b, b.getInt64(0), nblocks, {}, false,
+               [&](llvm::Value* blk, const std::vector<llvm::Value*>&) {
+                 llvm::Value* jb = b.CreateAdd(j0, b.CreateMul(blk, b.getInt64(kLanes)));
+                 counted_loop(
+                     C, b, b.getInt64(0), b.getInt64(kLanes), {}, true,
+                     [&](llvm::Value* i, const std::vector<llvm::Value*>&) {
+                       llvm::Value* p = b.CreateInBoundsGEP(at, lanes, i);
+                       b.CreateStore(b.CreateFAdd(b.CreateLoad(at, p), f(b.CreateAdd(jb, i))), p);
+                       return std::vector<llvm::Value*>{};
+                     },
+                     kLanes);
+                 return std::vector<llvm::Value*>{};
+               });
+  std::vector<llvm::Value*> part;
+  for (int64_t i = 0; i < kLanes; ++i)
+    part.push_back(b.CreateLoad(at, b.CreateConstInBoundsGEP1_64(at, lanes, i)));
+  for (size_t w = part.size(); w > 1; w /= 2) {
+    for (size_t i = 0; i < w / 2; ++i) part[i] = b.CreateFAdd(part[2 * i], part[2 * i + 1]);
+  }
+  llvm::Value* tail0 = b.CreateAdd(j0, b.CreateMul(nblocks, b.getInt64(kLanes)));
+  auto tail = counted_loop(C, b, tail0, j1, {part[0]}, false,
+                           [&](llvm::Value* jv, const std::vector<llvm::Value*>& acc) {
+                             return std::vector<llvm::Value*>{b.CreateFAdd(acc[0], f(jv))};
+                           });
+  return tail[0];
 }
 
 // Reductions and normalizations with their elementwise prologue. Row mode: for each kept
@@ -153,14 +199,13 @@ void build_reduce_kernel(Jit& jit, llvm::LLVMContext& C, llvm::Module& M, const 
   }
   constexpr int64_t kBlock = 256;
   llvm::Value* acc_arr = column ? b.CreateAlloca(at, b.getInt64(kBlock)) : nullptr;
+  // A row's floating sum goes to kLanes partial sums in a fixed order (laned_sum).
+  const bool laned = !column && sum_like && fl;
+  llvm::Value* lane_arr = laned ? b.CreateAlloca(at, b.getInt64(kLanes)) : nullptr;
 
+  // Floating sums carry no reassociation flag: their order is the IR's, the same at every tier.
   auto combine = [&](llvm::Value* acc, llvm::Value* v) -> llvm::Value* {
-    if (sum_like) {
-      if (!fl) return b.CreateAdd(acc, v);
-      llvm::Value* r = b.CreateFAdd(acc, v);
-      if (auto* inst = llvm::dyn_cast<llvm::Instruction>(r)) inst->setHasAllowReassoc(true);
-      return r;
-    }
+    if (sum_like) return fl ? b.CreateFAdd(acc, v) : b.CreateAdd(acc, v);
     if (fl) {
       llvm::Value* better = rop == Op::Amax ? b.CreateFCmpOGT(v, acc) : b.CreateFCmpOLT(v, acc);
       return b.CreateSelect(b.CreateFCmpUNO(acc, v), gen.cf(at, NAN),
@@ -310,6 +355,10 @@ void build_reduce_kernel(Jit& jit, llvm::LLVMContext& C, llvm::Module& M, const 
                            });
     llvm::Value* has_nan = b.CreateICmpNE(st[1], b.getInt8(0));
     store_result(o, b.CreateSelect(has_nan, gen.cf(at, NAN), st[0]));
+    onext = b.CreateAdd(o, b.getInt64(1));
+  } else if (laned) {
+    store_result(o, laned_sum(C, b, j0, j1, lane_arr, init,
+                              [&](llvm::Value* jv) { return element(offs, jv, rj, true); }));
     onext = b.CreateAdd(o, b.getInt64(1));
   } else if (splittable(rop)) {
     auto r = counted_loop(
