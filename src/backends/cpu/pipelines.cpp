@@ -17,8 +17,8 @@ namespace {
 // vectorize (loops of small kernels are marked not to: scalar_loops). No unroller or other loop
 // passes: the full tier, compiled in the background, brings those.
 constexpr const char* kQuickPipeline =
-    "always-inline,function(sroa,early-cse,instcombine,simplifycfg,loop-simplify,lcssa,"
-    "loop-vectorize,instcombine,simplifycfg)";
+    "always-inline,function(sroa,early-cse,instcombine<no-verify-fixpoint>,simplifycfg,"
+    "loop-simplify,lcssa,loop-vectorize,instcombine<no-verify-fixpoint>,simplifycfg)";
 
 }  // namespace
 
