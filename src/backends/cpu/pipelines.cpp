@@ -18,7 +18,7 @@ namespace {
 // passes: the full tier, compiled in the background, brings those.
 constexpr const char* kQuickPipeline =
     "always-inline,function(sroa,early-cse,instcombine<no-verify-fixpoint>,simplifycfg,"
-    "loop-simplify,lcssa,loop-vectorize,instcombine<no-verify-fixpoint>,simplifycfg)";
+    "loop-simplify,lcssa,loop-vectorize,instcombine<no-verify-fixpoint>,simplifycfg,sroa)";
 
 }  // namespace
 
