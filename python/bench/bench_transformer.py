@@ -6,8 +6,12 @@ trained with AdamW: lazyx against torch eager on CPU, measured in this run.
 
 Each configuration is a fresh process with a fresh, empty compile cache (the first step is a
 cold start), at 1 and 2 threads, quiet and beside a spinning process this script starts.
-Reported per configuration: the first step (lazyx: compile included), the median of the steps
-after the third (lazyx waits for its background compiler after step 3), and for lazyx the peak
+Each mode runs twice per configuration, once right after the other mode's process and once
+right after its own: on this VM a process that starts right after another one freed a lot of
+memory touches its pages more slowly (lazyx's first step measured 2x slower right after an eager
+process), so a fixed order would flatter one side. Reported per configuration, as the means of
+the two processes: the first step (lazyx: compile included), the median of the steps after the
+third (lazyx waits for its background compiler after step 3), and for lazyx the peak
 device memory of a warmed-up step against the live set (parameters, gradients, AdamW state,
 batch) plus the bytes eager's autograd saves for backward in the same step.
 """
@@ -109,8 +113,15 @@ def main():
         try:
             for _ in range(a.rounds):
                 for t in [int(x) for x in a.threads.split(",")]:
-                    e_med, e_first, *_ = run(pkg, "eager", t, a.steps)
-                    l_med, l_first, peak, live, saved, fb = run(pkg, "lazyx", t, a.steps)
+                    # Each mode once right after the other and once right after itself (order
+                    # eager, lazyx, lazyx, eager): the means of the two.
+                    e1 = run(pkg, "eager", t, a.steps)
+                    l1 = run(pkg, "lazyx", t, a.steps)
+                    l2 = run(pkg, "lazyx", t, a.steps)
+                    e2 = run(pkg, "eager", t, a.steps)
+                    e_med, e_first = (e1[0] + e2[0]) / 2, (e1[1] + e2[1]) / 2
+                    l_med, l_first = (l1[0] + l2[0]) / 2, (l1[1] + l2[1]) / 2
+                    peak, live, saved, fb = l2[2], l2[3], l2[4], max(l1[5], l2[5])
                     print("| %s | %d | %.2f | %.2f | %.2fx | %.1f | %.1f | %.2fx | %.2fx "
                           "(%.1f / %.1f + %.1f MiB) | %d |" %
                           (load, t, e_med, l_med, e_med / l_med, e_first, l_first,
