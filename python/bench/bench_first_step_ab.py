@@ -15,6 +15,8 @@ import os
 import subprocess
 import sys
 
+from bench_load import load
+
 CHILD = r"""
 import sys, time, torch, torch.nn as nn, torch.nn.functional as F
 sys.path.insert(0, sys.argv[1])
@@ -50,6 +52,14 @@ print(compile_ms, *times)
 """
 
 
+def summary(rows):
+    """Median (range) of the compile, of the first step, and of steps 2 and 3."""
+    def med(i):
+        v = sorted(r[i] for r in rows)
+        return "%.1f (%.1f-%.1f)" % (v[len(v) // 2], v[0], v[-1])
+    return "%s | %s | %s, %s" % (med(0), med(1), med(2), med(3))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("old")
@@ -60,10 +70,8 @@ def main():
     builds = [("old", os.path.abspath(a.old)), ("new", os.path.abspath(a.new))]
     print("| load | threads | build | first step's compile ms | first step ms | steps 2, 3 ms |")
     print("| --- | --- | --- | --- | --- | --- |")
-    for load in ["quiet", "busy"]:
-        busy = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if load == "busy" \
-            else None
-        try:
+    for kind in ["quiet", "busy"]:
+        with load(kind):
             for threads in ["1", "2"]:
                 res = {name: [] for name, _ in builds}
                 for _ in range(a.reps):
@@ -73,18 +81,8 @@ def main():
                                              check=True, capture_output=True, text=True).stdout
                         res[name].append([float(v) for v in out.split()])
                 for name, _ in builds:
-                    rows = res[name]
-                    def med(i):
-                        v = sorted(r[i] for r in rows)
-                        return "%.1f (%.1f-%.1f)" % (v[len(v) // 2], v[0], v[-1])
-                    print("| %s | %s | %s | %s | %s | %s, %s |" % (load, threads, name, med(0),
-                                                                  med(1), med(2), med(3)),
+                    print("| %s | %s | %s | %s |" % (kind, threads, name, summary(res[name])),
                           flush=True)
-        finally:
-            if busy:
-                busy.kill()
-                busy.wait()
-
 
 if __name__ == "__main__":
     main()

@@ -21,6 +21,8 @@ import subprocess
 import sys
 import tempfile
 
+from bench_load import load
+
 CHILD = r"""
 import os, sys, time, torch
 import torch.nn as nn
@@ -81,9 +83,6 @@ rest = sorted(times[3:])
 print("%.3f %.3f %d %d %d %d" % (rest[len(rest) // 2] * 1e3, times[0] * 1e3, peak, live, saved, fb))
 """
 
-BUSY = "while True: pass"
-
-
 def run(pkg, mode, threads, steps):
     e = dict(os.environ)
     e["LAZYX_NUM_THREADS"] = str(threads)
@@ -108,9 +107,8 @@ def main():
     print("| load | threads | eager step ms | lazyx step ms | eager/lazyx | eager first ms "
           "| lazyx first ms | first lazyx/eager | peak / (live + eager saved) | fallbacks |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-    for load in a.loads.split(","):
-        busy = subprocess.Popen([sys.executable, "-c", BUSY]) if load == "busy" else None
-        try:
+    for kind in a.loads.split(","):
+        with load(kind):
             for _ in range(a.rounds):
                 for t in [int(x) for x in a.threads.split(",")]:
                     # Each mode once right after the other and once right after itself (order
@@ -124,13 +122,9 @@ def main():
                     peak, live, saved, fb = l2[2], l2[3], l2[4], max(l1[5], l2[5])
                     print("| %s | %d | %.2f | %.2f | %.2fx | %.1f | %.1f | %.2fx | %.2fx "
                           "(%.1f / %.1f + %.1f MiB) | %d |" %
-                          (load, t, e_med, l_med, e_med / l_med, e_first, l_first,
+                          (kind, t, e_med, l_med, e_med / l_med, e_first, l_first,
                            l_first / e_first, peak / (live + saved), peak / 2**20,
                            live / 2**20, saved / 2**20, fb), flush=True)
-        finally:
-            if busy:
-                busy.kill()
-                busy.wait()
 
 
 if __name__ == "__main__":
