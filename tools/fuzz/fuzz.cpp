@@ -6,6 +6,7 @@
 #include <array>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -296,6 +297,7 @@ class Runner {
   Failure failure;
   Stats stats;
   std::vector<std::string> code;
+  std::vector<std::vector<double>> reads;
   std::array<std::optional<OTensor>, kSlots> os;
   std::array<Tensor, kSlots> ls;
   Oracle oracle;
@@ -576,6 +578,7 @@ void Runner::compare(int s, const std::vector<double>& got, const Dense& want, c
   std::string cpp = "expect_values(" + cpp_read + ", " + vals_cpp(want.v, want.dtype) + ");";
   if (emit_always) emit(cpp);
   if (!engine_) return;
+  reads.push_back(got);
   if (got.size() != want.v.size()) {
     fail("value", "reading " + T(s) + ": lazyx gave " + std::to_string(got.size()) + " values, the oracle " +
                       std::to_string(want.v.size()),
@@ -1450,7 +1453,66 @@ uint64_t case_seed(uint64_t seed, uint64_t index) {
   return z ^ (z >> 31);
 }
 
+namespace {
+
+// A scoped value of an environment variable (restored, or unset, on exit).
+class EnvOverride {
+ public:
+  EnvOverride(const char* name, const char* value) : name_(name) {
+    if (const char* v = std::getenv(name)) old_ = v;
+    setenv(name, value, 1);
+  }
+  ~EnvOverride() {
+    if (old_)
+      setenv(name_, old_->c_str(), 1);
+    else
+      unsetenv(name_);
+  }
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+// The program at the quick tier, then at the full tier: every read must be bitwise the same.
+RunResult run_tiers(const Program& p, RunOptions opt) {
+  opt.tiers = false;
+  opt.backend = "cpu";
+  EnvOverride no_cache("LAZYX_CACHE_DIR", "");  // compile every kernel here, at both tiers
+  RunResult quick = run(p, opt);
+  if (quick.failure.failed) return quick;
+  RunResult full;
+  {
+    EnvOverride tiered("LAZYX_CPU_TIERED", "0");
+    full = run(p, opt);
+  }
+  if (full.failure.failed) return full;
+  for (size_t r = 0; r < quick.reads.size(); ++r) {
+    const std::vector<double>& a = quick.reads[r];
+    const std::vector<double>* b = r < full.reads.size() ? &full.reads[r] : nullptr;
+    size_t i = 0;
+    if (b && a.size() == b->size()) {
+      while (i < a.size() && std::memcmp(&a[i], &(*b)[i], sizeof(double)) == 0) ++i;
+      if (i == a.size()) continue;
+    }
+    char m[200];
+    std::snprintf(
+        m, sizeof m,
+        "read %zu differs between the quick and the full tier at element %zu: %.17g and %.17g", r,
+        i, i < a.size() ? a[i] : NAN, b && i < b->size() ? (*b)[i] : NAN);
+    quick.failure = {true, "tiers", m, p.size()};
+    return quick;
+  }
+  if (quick.reads.size() != full.reads.size()) {
+    quick.failure = {true, "tiers", "the full tier read more values than the quick tier", p.size()};
+  }
+  return quick;
+}
+
+}  // namespace
+
 RunResult run(const Program& p, const RunOptions& opt) {
+  if (opt.tiers) return run_tiers(p, opt);
   RunResult res;
   set_backend(opt.backend);
   set_backend_alive(true);
@@ -1463,6 +1525,7 @@ RunResult run(const Program& p, const RunOptions& opt) {
     res.failure = r.failure;
     res.stats = r.stats;
     res.code = std::move(r.code);
+    res.reads = std::move(r.reads);
     r.clear();
   }
   try {

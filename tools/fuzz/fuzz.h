@@ -70,12 +70,16 @@ struct RunOptions {
   // by default until the bug in tests/test_fuzz_regressions.cpp
   // (DISABLED_UserDonationTakesTheOutputOfAnInPlaceTensor) is fixed.
   bool strict = true;
+  // Run on the cpu backend twice, quick tier then full tier (no persistent cache), and fail
+  // ("tiers") unless every value read is bitwise the same.
+  bool tiers = false;
 };
 
 struct RunResult {
   Failure failure;
   Stats stats;
   std::vector<std::string> code;  // with emit: the test body
+  std::vector<std::vector<double>> reads;  // every value the engine returned, in order
 };
 
 Program generate(uint64_t seed, int min_len, int max_len);

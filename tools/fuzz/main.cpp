@@ -2,7 +2,7 @@
 //
 //   lazyx-fuzz [--seed S] [--cases N] [--backend NAME|all] [--min-len A] [--max-len B]
 //              [--case I] [--print] [--emit] [--no-shrink] [--keep-going] [--quiet]
-//              [--keep-cache] [--other-backends-every K] [--strict]
+//              [--keep-cache] [--other-backends-every K] [--strict] [--tiers]
 //   lazyx-fuzz --self-test
 #include <algorithm>
 #include <cerrno>
@@ -21,14 +21,17 @@ using namespace lazyx::fuzz;
 namespace {
 
 void usage() {
-  std::fprintf(stderr,
-               "usage: lazyx-fuzz [--seed S] [--cases N] [--backend NAME|all] [--min-len A] [--max-len B]\n"
-               "                  [--case I] [--print] [--emit] [--no-shrink] [--keep-going] [--quiet]\n"
-               "                  [--keep-cache] [--other-backends-every K] [--strict]\n"
-               "       lazyx-fuzz --self-test\n"
-               "Runs N random programs (case i uses seed hash(S, i)) on every backend and on the eager\n"
-               "oracle. Exit status 0: every case passed and the batch donated; 1: a failure (shrunk and\n"
-               "printed as a GoogleTest case); 2: bad usage.\n");
+  std::fprintf(
+      stderr,
+      "usage: lazyx-fuzz [--seed S] [--cases N] [--backend NAME|all] [--min-len A] [--max-len B]\n"
+      "                  [--case I] [--print] [--emit] [--no-shrink] [--keep-going] [--quiet]\n"
+      "                  [--keep-cache] [--other-backends-every K] [--strict] [--tiers]\n"
+      "       lazyx-fuzz --self-test\n"
+      "Runs N random programs (case i uses seed hash(S, i)) on every backend and on the eager\n"
+      "oracle. --tiers (with --backend cpu) runs each program at the quick tier and then at the\n"
+      "full tier and also requires every value read to be bitwise the same. Exit status 0: every\n"
+      "case passed and the batch donated; 1: a failure (shrunk and printed as a GoogleTest\n"
+      "case); 2: bad usage.\n");
 }
 
 void print_stats(const Stats& s, double secs, int64_t cases, int64_t runs) {
@@ -111,7 +114,7 @@ int fuzz_main(int argc, char** argv) {
   std::string backend = "all";
   bool print = false, emit = false, do_shrink = true, keep_going = false, quiet = false, keep_cache = false;
   int64_t slow_every = 1;
-  bool strict = true;
+  bool strict = true, tiers = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto val = [&]() -> std::string {
@@ -132,6 +135,8 @@ int fuzz_main(int argc, char** argv) {
     else if (a == "--quiet") quiet = true;
     else if (a == "--keep-cache") keep_cache = true;
     else if (a == "--strict") strict = true;
+    else if (a == "--tiers")
+      tiers = true;
     else if (a == "--other-backends-every") slow_every = parse_int(a, val(), 1, kMax);
     else if (a == "--self-test") return self_test();
     else bad_usage("unknown option '" + a + "'");
@@ -148,6 +153,9 @@ int fuzz_main(int argc, char** argv) {
       bad_usage("--backend: unknown backend '" + backend + "' (built:" + known + ", or all)");
     }
     backends = {backend};
+  }
+  if (tiers && backends != std::vector<std::string>{"cpu"}) {
+    bad_usage("--tiers compares the cpu backend's quick and full tiers: use it with --backend cpu");
   }
   for (const std::string& be : backends) {  // reads the LAZYX_* variables: an invalid one raises
     set_backend(be);
@@ -172,6 +180,7 @@ int fuzz_main(int argc, char** argv) {
       opt.backend = be;
       opt.keep_cache = keep_cache;
       opt.strict = strict;
+      opt.tiers = tiers;
       RunResult r;
       try {
         r = run(p, opt);
