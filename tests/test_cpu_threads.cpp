@@ -5,25 +5,33 @@
 // this file with LAZYX_NUM_THREADS=3, so partitions are uneven even on two cores.
 #include <dirent.h>
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "backends/cpu/gemm.h"
+#include "backends/cpu/load_monitor.h"
 #include "backends/cpu/thread_pool.h"
 #include "lazyx/lazyx.h"
+#include "lazyx/metrics.h"
 #include "test_util.h"
 
 namespace lazyx {
 namespace {
 
 using cpu::GemmOperand;
+using cpu::LoadMonitor;
 using cpu::ThreadPool;
 
 std::vector<float> randoms(int64_t n, uint32_t seed) {
@@ -286,6 +294,120 @@ TEST(CpuThreads, LargeMatmulsMatchReference) {
   check_against_reference("x^T @ dz 300x257", [] {
     return make({257, 300}, kFloat32, 14).t().matmul(make({257, 129}, kFloat32, 15));
   });
+}
+
+TEST(LoadMonitor, WidthFollowsFreeCoresWithHysteresis) {
+  EXPECT_EQ(LoadMonitor::next_width(2, 2.0, 2), 2);  // quiet
+  EXPECT_EQ(LoadMonitor::next_width(2, 1.0, 2), 1);  // one core busy elsewhere
+  EXPECT_EQ(LoadMonitor::next_width(2, 1.5, 2), 2);  // half a core: no flip either way
+  EXPECT_EQ(LoadMonitor::next_width(1, 1.5, 2), 1);
+  EXPECT_EQ(LoadMonitor::next_width(1, 1.9, 2), 2);
+  EXPECT_EQ(LoadMonitor::next_width(1, 0.0, 2), 1);  // never below the caller
+  EXPECT_EQ(LoadMonitor::next_width(4, 0.2, 4), 1);
+  EXPECT_EQ(LoadMonitor::next_width(1, 3.9, 4), 4);
+  EXPECT_EQ(LoadMonitor::next_width(4, 2.9, 4), 3);
+  EXPECT_EQ(LoadMonitor::next_width(3, 2.0, 3), 2);  // more threads than cores: as many as cores
+  EXPECT_EQ(LoadMonitor::next_width(2, 8.0, 2), 2);  // never above the pool
+}
+
+TEST(LoadMonitor, ParsesTheCoresOfProcStat) {
+  const std::string text =
+      "cpu  900 0 90 5000 10 0 0 0 0 0\n"
+      "cpu0 100 5 20 1000 3 1 2 7 0 0\n"
+      "cpu1 300 0 30 2000 4 0 0 0 0 0\n"
+      "cpu2 500 0 40 2000 3 0 0 0 0 0\n"
+      "intr 12345 0 1 2\n"
+      "ctxt 999\n";
+  uint64_t busy = 0, total = 0;
+  ASSERT_TRUE(LoadMonitor::parse_stat(text, {0, 2}, busy, total));
+  EXPECT_EQ(total, (100 + 5 + 20 + 1000 + 3 + 1 + 2 + 7) + (500 + 40 + 2000 + 3));
+  EXPECT_EQ(busy, (100 + 5 + 20 + 1 + 2 + 7) + (500 + 40));  // steal is busy; iowait is not
+  EXPECT_FALSE(LoadMonitor::parse_stat(text, {0, 5}, busy, total)) << "cpu5 is missing";
+}
+
+// Processes that spin on every core make the pool run chunks on the caller alone (the chunks are
+// the same, so results are too); with adaptation off, the workers take chunks again.
+TEST(CpuThreads, PoolRunsOnTheCallerBesideBusyProcesses) {
+  ThreadPool& pool = ThreadPool::get();
+  ASSERT_GE(pool.size(), 2);
+  const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  std::vector<pid_t> kids;
+  for (long c = 0; c < cores; ++c) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      alarm(30);  // never outlive a crashed test
+      for (;;) asm volatile("");
+    }
+    ASSERT_GT(pid, 0);
+    kids.push_back(pid);
+  }
+  // Chunks run by a thread other than the caller, in one large parallel_for.
+  auto foreign_chunks = [&] {
+    const auto me = std::this_thread::get_id();
+    std::atomic<int> foreign{0};
+    pool.parallel_for(1 << 16, 64, 0, [&](int64_t b, int64_t e) {
+      volatile double x = 0;
+      for (int64_t i = b; i < e; ++i) x = x + static_cast<double>(i);
+      if (std::this_thread::get_id() != me) foreign++;
+    });
+    return foreign.load();
+  };
+  pool.set_adaptive(true);
+  const int64_t narrowed0 = metrics::counter_value("CpuPoolNarrowed").value_or(0);
+  const auto start = std::chrono::steady_clock::now();
+  while (metrics::counter_value("CpuPoolNarrowed").value_or(0) == narrowed0 &&
+         std::chrono::steady_clock::now() - start < std::chrono::seconds(5)) {
+    foreign_chunks();
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_GT(metrics::counter_value("CpuPoolNarrowed").value_or(0), narrowed0)
+      << "the pool kept all threads while " << cores << " processes spun";
+  int foreign = 0;
+  for (int i = 0; i < 20; ++i) foreign += foreign_chunks();
+  EXPECT_EQ(foreign, 0) << "narrowed to the caller, yet workers ran chunks";
+  pool.set_adaptive(false);
+  foreign = 0;
+  for (int i = 0; i < 2000 && foreign == 0; ++i) foreign += foreign_chunks();
+  EXPECT_GT(foreign, 0) << "with adaptation off, no worker ran a chunk";
+  for (pid_t pid : kids) kill(pid, SIGKILL);
+  for (pid_t pid : kids) waitpid(pid, nullptr, 0);
+  pool.set_adaptive(true);
+}
+
+// set_num_threads caps the threads at once (the caller alone at 1) and keeps the chunks, so a
+// split sum gives the same bits; out-of-range counts are errors that change nothing.
+TEST(CpuThreads, SetNumThreadsCapsThreadsNotResults) {
+  set_backend("cpu");
+  ThreadPool& pool = ThreadPool::get();
+  ASSERT_EQ(get_max_threads(), pool.size());
+  ASSERT_EQ(get_num_threads(), pool.size());
+  testing::expect_error([] { set_num_threads(0); }, {"[set_num_threads]", "0 threads", "1 to"});
+  testing::expect_error([&] { set_num_threads(pool.size() + 1); },
+                        {"[set_num_threads]", "LAZYX_NUM_THREADS"});
+  EXPECT_EQ(get_num_threads(), pool.size());
+  const std::vector<float> v = randoms(1 << 20, 21);
+  auto total = [&] {
+    Tensor x = testing::materialized(v, {1 << 20});
+    Tensor s = x.sum();
+    sync({s});
+    return s.to_vector<float>()[0];
+  };
+  const float wide = total();
+  pool.set_adaptive(false);
+  set_num_threads(1);
+  EXPECT_EQ(get_num_threads(), 1);
+  const auto me = std::this_thread::get_id();
+  std::atomic<int> foreign{0};
+  for (int i = 0; i < 200; ++i) {
+    pool.parallel_for(1 << 16, 64, 0, [&](int64_t, int64_t) {
+      if (std::this_thread::get_id() != me) foreign++;
+    });
+  }
+  EXPECT_EQ(foreign.load(), 0) << "set_num_threads(1), yet workers ran chunks";
+  const float narrow = total();
+  set_num_threads(pool.size());
+  pool.set_adaptive(true);
+  EXPECT_EQ(std::memcmp(&wide, &narrow, sizeof(float)), 0) << wide << " vs " << narrow;
 }
 
 TEST(CpuThreads, InvalidThreadCountIsAnError) {

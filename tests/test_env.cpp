@@ -56,6 +56,27 @@ TEST(Env, NumThreadsInvalidRaisesThenWorks) {
   expect_floats(x, {4, 7});
   set_backend("reference");
 }
+
+// Read at every program run: an invalid value fails the sync before anything runs.
+TEST(Env, AdaptiveThreadsInvalidRaisesAtSyncThenWorks) {
+  set_backend("cpu");
+  Tensor x = materialized({1, 2}, {2});
+  x.mul_(3);
+  {
+    ScopedEnv e("LAZYX_ADAPTIVE_THREADS", "maybe");
+    expect_error([] { mark_step(); }, {"LAZYX_ADAPTIVE_THREADS", "'maybe'"});
+  }
+  x.add_(1);
+  mark_step();
+  expect_floats(x, {4, 7});
+  {
+    ScopedEnv e("LAZYX_ADAPTIVE_THREADS", "0");
+    x.add_(1);
+    mark_step();
+    expect_floats(x, {5, 8});
+  }
+  set_backend("reference");
+}
 #endif
 
 TEST(Env, FlagsParse) {

@@ -28,5 +28,11 @@ void clear_program_cache();
 // The cpu backend compiles new kernels quickly first and recompiles them with full optimization
 // in the background (LAZYX_CPU_TIERED); this waits until that is done (benchmarks, tests).
 void wait_for_background_compiles();
+// Threads the active backend runs at once: at most its pool's size (the cpu backend's is
+// LAZYX_NUM_THREADS, default all cores, and fixes how work is split, so results do not change).
+// Raises for n outside 1..get_max_threads(); 1 on backends without threads.
+void set_num_threads(int n);
+int get_num_threads();
+int get_max_threads();
 
 }  // namespace lazyx

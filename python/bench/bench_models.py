@@ -16,55 +16,6 @@ import os
 import subprocess
 import sys
 
-CHILD = r"""
-import os, sys, time, torch
-pkg, tests, mode, name, steps = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
-torch.set_num_threads(int(os.environ["LAZYX_NUM_THREADS"]))
-sys.path.insert(0, pkg); sys.path.insert(0, tests)
-import lazyx
-import test_model_zoo as z
-dev = lazyx.device() if mode == "lazyx" else "cpu"
-g = torch.Generator().manual_seed(0)
-def batch():
-    if name == "cnn":
-        return torch.randn(64, 1, 12, 12, generator=g), torch.randint(0, 10, (64,), generator=g)
-    if name == "resnet":
-        return torch.randn(16, 3, 32, 32, generator=g), torch.randint(0, 10, (16,), generator=g)
-    if name == "lstm":
-        t = torch.randint(0, 1000, (20, 36), generator=g); return t[:, :-1], t[:, 1:]
-    if name == "gpt":
-        t = torch.randint(0, 256, (16, 65), generator=g); return t[:, :-1], t[:, 1:]
-    return torch.rand(128, 64, generator=g), torch.randn(128, 8, generator=g)
-cls, _, loss_fn, opt_fn = z.MODELS[name]
-torch.manual_seed(0)
-# The language models at the examples' scale (the test's are tiny).
-kw = {"lstm": dict(ntoken=1000, ninp=128, nhid=128),
-      "gpt": dict(vocab=256, block=64, d=128, heads=4, layers=2)}.get(name, {})
-model = cls(**kw).to(dev); model.train()
-opt = opt_fn(model.parameters())
-data = [tuple(t.to(dev) for t in batch()) for _ in range(4)]
-times, compiles = [], 0
-for step in range(steps):
-    b = data[step % 4]
-    t0 = time.perf_counter()
-    opt.zero_grad(set_to_none=True)
-    loss = loss_fn(model, b); loss.backward()
-    if name == "lstm":
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 0.25)
-    opt.step()
-    if mode == "lazyx":
-        c0 = lazyx.metrics.counter_value("UncachedCompile") or 0
-        lazyx.mark_step()
-        if step >= 2:
-            compiles += (lazyx.metrics.counter_value("UncachedCompile") or 0) - c0
-    loss.item()
-    times.append(time.perf_counter() - t0)
-    if mode == "lazyx" and step == 2:
-        lazyx.wait_for_background_compiles()  # steady state: full-tier kernels swapped in
-t = sorted(times[3:])[len(times[3:]) // 2]
-fb = sum(lazyx.metrics.fallback_counters().values()) if mode == "lazyx" else 0
-print("%.3f %.3f %d %d" % (t * 1e3, times[0] * 1e3, compiles, fb))
-"""
 
 BUSY = "while True: pass"
 
@@ -73,7 +24,8 @@ def run(pkg, tests, mode, name, threads, steps):
     e = dict(os.environ)
     e["LAZYX_NUM_THREADS"] = str(threads)
     e["OMP_NUM_THREADS"] = str(threads)
-    args = [sys.executable, "-c", CHILD, pkg, tests, mode, name, str(steps)]
+    child = os.path.join(os.path.dirname(os.path.abspath(__file__)), "zoo_step.py")
+    args = [sys.executable, child, pkg, tests, mode, name, str(steps)]
     out = subprocess.run(args, env=e, check=True, capture_output=True, text=True).stdout.split()
     return float(out[0]), float(out[1]), int(out[2]), int(out[3])
 

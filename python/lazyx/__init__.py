@@ -55,7 +55,8 @@ __all__ = [
     "last_step", "memory_stats", "reset_peak_memory_stats", "empty_cache", "tensor_id",
     "graph_text", "graph_dot", "storage_base_id", "is_pending", "metrics", "LazyxError", "StepReport", "ParamReport",
     "backend_name", "set_backend", "program_cache_size", "clear_program_cache",
-    "wait_for_background_compiles", "manual_seed",
+    "wait_for_background_compiles", "manual_seed", "set_num_threads", "get_num_threads",
+    "get_max_threads",
     "save", "set_shape_buckets", "get_shape_buckets", "bucket_size", "pad_to_bucket",
     "set_debug", "debug_level", "allow_sync", "sync_allowed", "profile",
 ]
@@ -157,3 +158,6 @@ program_cache_size = _C.program_cache_size
 clear_program_cache = _C.clear_program_cache
 wait_for_background_compiles = _C.wait_for_background_compiles
 manual_seed = _C.manual_seed
+set_num_threads = _C.set_num_threads  # at most get_max_threads(): LAZYX_NUM_THREADS sizes the pool
+get_num_threads = _C.get_num_threads
+get_max_threads = _C.get_max_threads

@@ -104,6 +104,9 @@ PYBIND11_MODULE(_C, m) {
     lazyx::wait_for_background_compiles();
   });
   m.def("manual_seed", [](uint64_t s) { lazyx::manual_seed(s); });
+  m.def("set_num_threads", [](int n) { lazyx::set_num_threads(n); });
+  m.def("get_num_threads", []() { return lazyx::get_num_threads(); });
+  m.def("get_max_threads", []() { return lazyx::get_max_threads(); });
 
   py::class_<lazyx::ParamReport>(m, "ParamReport")
       .def_readonly("buffer_id", &lazyx::ParamReport::buffer_id)

@@ -166,3 +166,35 @@ def test_backward_runs_on_the_calling_thread():
     (w * 2).sum().backward()
     assert seen == [threading.get_ident()]
     assert w.grad.cpu().tolist() == [2.0, 2.0, 2.0]
+
+
+def test_set_num_threads_caps_threads_and_keeps_results():
+    """Like torch.set_num_threads, up to the pool's size; the same training step gives the same
+    bits at every count, since the pool's size alone fixes how work is split."""
+    top = lazyx.get_max_threads()
+    assert lazyx.get_num_threads() == top >= 1
+    for bad in (0, top + 1):
+        with pytest.raises(lazyx.LazyxError, match=r"\[set_num_threads\]"):
+            lazyx.set_num_threads(bad)
+    assert lazyx.get_num_threads() == top
+
+    def step(threads):
+        lazyx.set_num_threads(threads)
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.GELU(),
+                                    torch.nn.Linear(512, 1)).to(DEV)
+        x = torch.randn(512, 256).to(DEV)
+        loss = model(x).square().mean()
+        loss.backward()
+        lazyx.mark_step()
+        return loss.item(), [p.grad.cpu() for p in model.parameters()]
+
+    try:
+        loss1, grads1 = step(1)
+        assert lazyx.get_num_threads() == 1
+        loss2, grads2 = step(top)
+    finally:
+        lazyx.set_num_threads(top)
+    assert loss1 == loss2
+    for a, b in zip(grads1, grads2):
+        assert torch.equal(a, b)

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <string>
 
 #include "ir/shape_infer.h"
 #include "lazyx/debug.h"
@@ -115,6 +116,27 @@ void set_backend(const std::string& name) {
   // Buffers are host memory on every backend we have, so live tensors carry over; programs
   // do not, and the cache key includes the backend anyway.
   slot = std::move(b);
+}
+
+void set_num_threads(int n) {
+  EngineLock lock(engine_mutex());
+  backend::Backend& b = backend::ensure();
+  if (n < 1 || n > b.max_threads()) {
+    throw Error("[set_num_threads] " + std::to_string(n) + " threads asked; backend '" + b.name() +
+                "' runs 1 to " + std::to_string(b.max_threads()) +
+                ". To run more, set LAZYX_NUM_THREADS before the first use of lazyx");
+  }
+  b.set_num_threads(n);
+}
+
+int get_num_threads() {
+  EngineLock lock(engine_mutex());
+  return backend::ensure().num_threads();
+}
+
+int get_max_threads() {
+  EngineLock lock(engine_mutex());
+  return backend::ensure().max_threads();
 }
 
 void set_backend_alive(bool alive) {

@@ -72,6 +72,10 @@ class Backend {
   virtual void execute(Program& program, const ExecArgs& args) = 0;
   // Blocks until compiles the backend runs in the background are done.
   virtual void wait_background() {}
+  // Threads it runs at once, and at most (set_num_threads checks the range).
+  virtual int max_threads() const { return 1; }
+  virtual int num_threads() const { return 1; }
+  virtual void set_num_threads(int) {}
 
   bool alive() const { return alive_; }
   void set_alive(bool a) { alive_ = a; }

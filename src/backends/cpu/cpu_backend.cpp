@@ -20,6 +20,7 @@
 #include "lazyx/debug.h"
 #include "lazyx/diagnostics.h"
 #include "lazyx/error.h"
+#include "runtime/env.h"
 #include "runtime/scratch.h"
 
 namespace lazyx::cpu {
@@ -80,12 +81,16 @@ class CpuBackend : public backend::Backend {
   // LAZYX_CPU_MATH is read here too; programs compiled in the other math mode are dropped.
   CpuBackend() {
     default_num_threads();
+    ThreadPool::get().set_adaptive(env::flag("LAZYX_ADAPTIVE_THREADS", true));
     const MathMode mode = math_mode_from_env();
     ThreadPool::get();
     if (set_math_mode(mode)) clear_program_cache();
   }
   std::string name() const override { return "cpu"; }
   void wait_background() override { wait_for_upgrades(); }
+  int max_threads() const override { return ThreadPool::get().size(); }
+  int num_threads() const override { return ThreadPool::get().width_cap(); }
+  void set_num_threads(int n) override { ThreadPool::get().set_width_cap(n); }
 
   std::unique_ptr<backend::Program> compile(const LoweredGraph& g) override {
     auto p = [&] {
@@ -99,6 +104,7 @@ class CpuBackend : public backend::Backend {
 
   void execute(backend::Program& prog, const backend::ExecArgs& args) override {
     auto& p = static_cast<CpuProgram&>(prog);
+    ThreadPool::get().set_adaptive(env::flag("LAZYX_ADAPTIVE_THREADS", true));  // before any write
     if (p.code) take_upgrades(*p.code, p.kernels);  // full-tier kernels compiled meanwhile
     const LoweredGraph& g = p.g;
     auto& outputs = *args.outputs;

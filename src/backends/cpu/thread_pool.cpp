@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "backends/cpu/load_monitor.h"
 #include "runtime/env.h"
 
 namespace lazyx::cpu {
@@ -73,6 +74,11 @@ struct ThreadPool::State {
   std::exception_ptr error;
   std::mutex error_mu;
   std::vector<std::thread> workers;
+  std::atomic<int> active{0};  // workers 1..active join the job (published with its claim word)
+  LoadMonitor monitor;
+  std::atomic<int> cap;  // lazyx::set_num_threads
+
+  explicit State(int n) : monitor(n), cap(n) {}
 
   uint32_t published() const {
     return static_cast<uint32_t>(claim.load(std::memory_order_acquire) >> 32);
@@ -107,7 +113,7 @@ struct ThreadPool::State {
     }
   }
 
-  void worker_loop() {
+  void worker_loop(int index) {
     pthread_setname_np(pthread_self(), "lazyx-pool");
     uint32_t seen = published();
     in_pool_job = true;
@@ -121,7 +127,7 @@ struct ThreadPool::State {
       }
       if (stop.load(std::memory_order_acquire)) return;
       seen = published();
-      run_claimed(seen);
+      if (index <= active.load(std::memory_order_relaxed)) run_claimed(seen);
     }
   }
 };
@@ -131,9 +137,15 @@ ThreadPool& ThreadPool::get() {
   return *pool;
 }
 
-ThreadPool::ThreadPool(int n) : s_(new State), num_threads_(n < 1 ? 1 : n) {
-  for (int w = 1; w < num_threads_; ++w) s_->workers.emplace_back([this] { s_->worker_loop(); });
+ThreadPool::ThreadPool(int n) : s_(new State(n < 1 ? 1 : n)), num_threads_(n < 1 ? 1 : n) {
+  for (int w = 1; w < num_threads_; ++w) {
+    s_->workers.emplace_back([this, w] { s_->worker_loop(w); });
+  }
 }
+
+void ThreadPool::set_adaptive(bool on) { s_->monitor.set_enabled(on); }
+void ThreadPool::set_width_cap(int n) { s_->cap.store(std::clamp(n, 1, num_threads_)); }
+int ThreadPool::width_cap() const { return s_->cap.load(); }
 
 ThreadPool::~ThreadPool() {
   {
@@ -163,6 +175,12 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, int64_t min_parallel,
     fn(0, n);
     return;
   }
+  // Fewer threads while other processes use the cores, or as the user capped them.
+  const int width = std::min(s.monitor.width(), s.cap.load(std::memory_order_relaxed));
+  if (width <= 1) {
+    fn(0, n);
+    return;
+  }
   uint32_t gen;
   bool wake;
   {
@@ -179,6 +197,7 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, int64_t min_parallel,
     s.nchunks.store(static_cast<uint32_t>(parts), std::memory_order_release);
     s.error = nullptr;
     s.done.store(0, std::memory_order_relaxed);
+    s.active.store(width - 1, std::memory_order_relaxed);
     s.generation++;
     gen = static_cast<uint32_t>(s.generation);
     s.claim.store(static_cast<uint64_t>(gen) << 32, std::memory_order_release);

@@ -22,6 +22,11 @@ class ThreadPool {
   // the caller, as do calls from inside a chunk. Exceptions from chunks are rethrown on the caller.
   void parallel_for(int64_t n, int64_t grain, int64_t min_parallel,
                     const std::function<void(int64_t, int64_t)>& fn);
+  // Whether to run fewer threads while other processes busy the cores (load_monitor.h).
+  void set_adaptive(bool on);
+  // Runs at most n threads at once (lazyx::set_num_threads); chunks stay as size() makes them.
+  void set_width_cap(int n);
+  int width_cap() const;
   ~ThreadPool();
 
  private:

@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+"""One model of the zoo (python/tests/test_model_zoo.py) trained in this process; run by
+bench_models.py and bench_threads_load.py, one fresh process per configuration.
+
+    zoo_step.py PKG TESTS MODE NAME STEPS            prints: median ms, first ms, compiles, fallbacks
+    zoo_step.py PKG TESTS lazyx NAME BLOCKS --toggle  prints: 1-thread, adaptive, fixed ms
+
+With --toggle, after the warm-up the process cycles through one-second blocks of three settings:
+lazyx.set_num_threads(1); all threads with LAZYX_ADAPTIVE_THREADS=1 (the default; the setting is
+read at each program run); all threads with it =0. It prints the median step of each; the first
+0.3 s of a block is dropped (the pool measures the load meanwhile).
+"""
+import os
+import sys
+import time
+
+import torch
+
+pkg, tests, mode, name, steps = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
+toggle = "--toggle" in sys.argv[6:]
+torch.set_num_threads(int(os.environ["LAZYX_NUM_THREADS"]))
+sys.path.insert(0, pkg)
+sys.path.insert(0, tests)
+import lazyx  # noqa: E402
+import test_model_zoo as z  # noqa: E402
+
+dev = lazyx.device() if mode == "lazyx" else "cpu"
+g = torch.Generator().manual_seed(0)
+
+
+def batch():
+    if name == "cnn":
+        return torch.randn(64, 1, 12, 12, generator=g), torch.randint(0, 10, (64,), generator=g)
+    if name == "resnet":
+        return torch.randn(16, 3, 32, 32, generator=g), torch.randint(0, 10, (16,), generator=g)
+    if name == "lstm":
+        t = torch.randint(0, 1000, (20, 36), generator=g)
+        return t[:, :-1], t[:, 1:]
+    if name == "gpt":
+        t = torch.randint(0, 256, (16, 65), generator=g)
+        return t[:, :-1], t[:, 1:]
+    return torch.rand(128, 64, generator=g), torch.randn(128, 8, generator=g)
+
+
+cls, _, loss_fn, opt_fn = z.MODELS[name]
+torch.manual_seed(0)
+# The language models at the examples' scale (the test's are tiny).
+kw = {"lstm": dict(ntoken=1000, ninp=128, nhid=128),
+      "gpt": dict(vocab=256, block=64, d=128, heads=4, layers=2)}.get(name, {})
+model = cls(**kw).to(dev)
+model.train()
+opt = opt_fn(model.parameters())
+data = [tuple(t.to(dev) for t in batch()) for _ in range(4)]
+compiles = 0
+
+
+def step(i):
+    """One training step; returns its seconds and whether it compiled after the warm-up."""
+    global compiles
+    b = data[i % 4]
+    t0 = time.perf_counter()
+    opt.zero_grad(set_to_none=True)
+    loss = loss_fn(model, b)
+    loss.backward()
+    if name == "lstm":
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 0.25)
+    opt.step()
+    if mode == "lazyx":
+        c0 = lazyx.metrics.counter_value("UncachedCompile") or 0
+        lazyx.mark_step()
+        if i >= 2:
+            compiles += (lazyx.metrics.counter_value("UncachedCompile") or 0) - c0
+    loss.item()
+    return time.perf_counter() - t0
+
+
+def median(xs):
+    return sorted(xs)[len(xs) // 2]
+
+
+times = []
+for i in range(3 if toggle else steps):
+    times.append(step(i))
+    if mode == "lazyx" and i == 2:
+        lazyx.wait_for_background_compiles()  # steady state: full-tier kernels swapped in
+if not toggle:
+    fb = sum(lazyx.metrics.fallback_counters().values()) if mode == "lazyx" else 0
+    print("%.3f %.3f %d %d" % (median(times[3:]) * 1e3, times[0] * 1e3, compiles, fb))
+    sys.exit(0)
+# (set_num_threads, LAZYX_ADAPTIVE_THREADS) of each block, in turn.
+modes = [(1, "1"), (lazyx.get_max_threads(), "1"), (lazyx.get_max_threads(), "0")]
+runs = [[] for _ in modes]
+i = 3
+for block in range(steps):
+    m = block % len(modes)
+    lazyx.set_num_threads(modes[m][0])
+    os.environ["LAZYX_ADAPTIVE_THREADS"] = modes[m][1]
+    start = time.perf_counter()
+    while time.perf_counter() - start < 1.0:
+        dt = step(i)
+        i += 1
+        if time.perf_counter() - start > 0.3:  # the pool measures the load meanwhile
+            runs[m].append(dt)
+assert compiles == 0, "steady steps compiled"
+print(" ".join("%.3f" % (median(r) * 1e3) for r in runs))
