@@ -5,7 +5,7 @@
                                                         [--models cnn,resnet,vae,gpt]
 
 Each round starts, per model, one process at LAZYX_NUM_THREADS=1 and one at 2 (the default on
-this machine), in alternating order. Each process warms up, then cycles through one-second blocks
+this machine), in alternating order. Each process warms up, then cycles through half-second blocks
 (zoo_step.py --toggle) of: lazyx.set_num_threads(1); both threads with LAZYX_ADAPTIVE_THREADS=1
 (the default: the pool runs fewer threads while other processes busy the cores); both threads
 with it =0 (every thread always). Settings within one process meet the same machine state, which
@@ -37,7 +37,7 @@ def median(xs):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--blocks", type=int, default=9)
+    ap.add_argument("--blocks", type=int, default=30)
     ap.add_argument("--models", default="cnn,resnet,vae,gpt")
     ap.add_argument("--loads", default="quiet,busy")
     a = ap.parse_args()

@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
-"""One model of the zoo (python/tests/test_model_zoo.py) trained in this process; run by
+"""One model of the zoo (python/tests/test_model_zoo.py), or bench_transformer.py's layer
+("transformer"), trained in this process; run by
 bench_models.py and bench_threads_load.py, one fresh process per configuration.
 
     zoo_step.py PKG TESTS MODE NAME STEPS            prints: median ms, first ms, compiles, fallbacks
     zoo_step.py PKG TESTS lazyx NAME BLOCKS --toggle  prints: 1-thread, adaptive, fixed ms
 
-With --toggle, after the warm-up the process cycles through one-second blocks of three settings:
+With --toggle, after the warm-up the process cycles through half-second blocks of three settings:
 lazyx.set_num_threads(1); all threads with LAZYX_ADAPTIVE_THREADS=1 (the default; the setting is
 read at each program run); all threads with it =0. It prints the median step of each; the first
-0.3 s of a block is dropped (the pool measures the load meanwhile).
+0.1 s of a block is dropped (the load monitor samples every 0.1 s and runs through the
+set_num_threads(1) block before each adaptive one).
 """
 import os
 import sys
@@ -42,7 +44,20 @@ def batch():
     return torch.rand(128, 64, generator=g), torch.randn(128, 8, generator=g)
 
 
-cls, _, loss_fn, opt_fn = z.MODELS[name]
+if name == "transformer":  # bench_transformer.py's layer: d 256, 4 heads, batch 32, seq 64
+    def cls():
+        return torch.nn.TransformerEncoderLayer(256, 4, 1024, dropout=0.1, batch_first=True)
+
+    def loss_fn(m, b):
+        return m(b[0]).square().mean()
+
+    def opt_fn(p):
+        return torch.optim.AdamW(p, lr=1e-3)
+
+    def batch():  # noqa: F811
+        return (torch.randn(32, 64, 256, generator=g),)
+else:
+    cls, _, loss_fn, opt_fn = z.MODELS[name]
 torch.manual_seed(0)
 # The language models at the examples' scale (the test's are tiny).
 kw = {"lstm": dict(ntoken=1000, ninp=128, nhid=128),
@@ -96,10 +111,10 @@ for block in range(steps):
     lazyx.set_num_threads(modes[m][0])
     os.environ["LAZYX_ADAPTIVE_THREADS"] = modes[m][1]
     start = time.perf_counter()
-    while time.perf_counter() - start < 1.0:
+    while time.perf_counter() - start < 0.5:
         dt = step(i)
         i += 1
-        if time.perf_counter() - start > 0.3:  # the pool measures the load meanwhile
+        if time.perf_counter() - start > 0.1:  # the pool measures the load meanwhile
             runs[m].append(dt)
 assert compiles == 0, "steady steps compiled"
 print(" ".join("%.3f" % (median(r) * 1e3) for r in runs))
