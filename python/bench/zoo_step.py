@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""One model of the zoo (python/tests/test_model_zoo.py), or bench_transformer.py's layer
-("transformer"), trained in this process; run by
+"""One model of the zoo (python/tests/test_model_zoo.py), bench_transformer.py's layer
+("transformer") or bench_torch_device.py's MLPs ("digits_mlp", "wide_mlp"), trained in this
+process; run by
 bench_models.py and bench_threads_load.py, one fresh process per configuration.
 
     zoo_step.py PKG TESTS MODE NAME STEPS            prints: median ms, first ms, compiles, fallbacks
@@ -56,6 +57,23 @@ if name == "transformer":  # bench_transformer.py's layer: d 256, 4 heads, batch
 
     def batch():  # noqa: F811
         return (torch.randn(32, 64, 256, generator=g),)
+elif name in ("digits_mlp", "wide_mlp"):  # bench_torch_device.py's MLPs, batch 64, Adam
+    dims = (64, 128, 64, 10) if name == "digits_mlp" else (784, 2048, 2048, 10)
+
+    def cls():
+        layers = []
+        for a, b in zip(dims[:-1], dims[1:]):
+            layers += [torch.nn.Linear(a, b), torch.nn.ReLU()]
+        return torch.nn.Sequential(*layers[:-1])
+
+    def loss_fn(m, b):
+        return torch.nn.functional.cross_entropy(m(b[0]), b[1])
+
+    def opt_fn(p):
+        return torch.optim.Adam(p, lr=1e-3)
+
+    def batch():  # noqa: F811
+        return torch.randn(64, dims[0], generator=g), torch.randint(0, 10, (64,), generator=g)
 else:
     cls, _, loss_fn, opt_fn = z.MODELS[name]
 torch.manual_seed(0)
