@@ -169,7 +169,7 @@ def test_backward_runs_on_the_calling_thread():
 
 
 def test_set_num_threads_caps_threads_and_keeps_results():
-    """Like torch.set_num_threads, up to the pool's size; the same training step gives the same
+    """Like torch.set_num_threads, up to the pool's size; the same training steps give the same
     bits at every count, since the pool's size alone fixes how work is split."""
     top = lazyx.get_max_threads()
     assert lazyx.get_num_threads() == top >= 1
@@ -179,22 +179,30 @@ def test_set_num_threads_caps_threads_and_keeps_results():
     assert lazyx.get_num_threads() == top
 
     def step(threads):
+        """Two SGD steps of a CNN large enough that its loops and convolutions run in chunks."""
         lazyx.set_num_threads(threads)
         torch.manual_seed(0)
-        model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.GELU(),
-                                    torch.nn.Linear(512, 1)).to(DEV)
-        x = torch.randn(512, 256).to(DEV)
-        loss = model(x).square().mean()
-        loss.backward()
-        lazyx.mark_step()
-        return loss.item(), [p.grad.cpu() for p in model.parameters()]
+        model = torch.nn.Sequential(
+            torch.nn.Conv2d(3, 16, 3, padding=1), torch.nn.BatchNorm2d(16), torch.nn.GELU(),
+            torch.nn.Conv2d(16, 16, 3, padding=1), torch.nn.Flatten(),
+            torch.nn.Linear(16 * 16 * 16, 10)).to(DEV)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        x = torch.randn(64, 3, 16, 16).to(DEV)
+        y = torch.randint(0, 10, (64,)).to(DEV)
+        for _ in range(2):
+            opt.zero_grad()
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            lazyx.mark_step()
+        return loss.item(), [p.cpu() for p in model.parameters()]
 
     try:
-        loss1, grads1 = step(1)
+        loss1, params1 = step(1)
         assert lazyx.get_num_threads() == 1
-        loss2, grads2 = step(top)
+        loss2, params2 = step(top)
     finally:
         lazyx.set_num_threads(top)
     assert loss1 == loss2
-    for a, b in zip(grads1, grads2):
+    for a, b in zip(params1, params2):
         assert torch.equal(a, b)
