@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -23,6 +24,7 @@
 #include "backends/cpu/gemm.h"
 #include "backends/cpu/load_monitor.h"
 #include "backends/cpu/thread_pool.h"
+#include "lazyx/diagnostics.h"
 #include "lazyx/lazyx.h"
 #include "lazyx/metrics.h"
 #include "test_util.h"
@@ -353,6 +355,10 @@ TEST(CpuThreads, PoolRunsOnTheCallerBesideBusyProcesses) {
     return foreign.load();
   };
   pool.set_adaptive(true);
+  const std::string log = ::testing::TempDir() + "lazyx_pool_debug.txt";
+  std::remove(log.c_str());
+  setenv("LAZYX_DEBUG_FILE", log.c_str(), 1);
+  set_debug(1);
   const int64_t narrowed0 = metrics::counter_value("CpuPoolNarrowed").value_or(0);
   const auto start = std::chrono::steady_clock::now();
   while (metrics::counter_value("CpuPoolNarrowed").value_or(0) == narrowed0 &&
@@ -362,6 +368,12 @@ TEST(CpuThreads, PoolRunsOnTheCallerBesideBusyProcesses) {
   }
   EXPECT_GT(metrics::counter_value("CpuPoolNarrowed").value_or(0), narrowed0)
       << "the pool kept all threads while " << cores << " processes spun";
+  set_debug(0);
+  unsetenv("LAZYX_DEBUG_FILE");
+  std::ifstream in(log);
+  const std::string logged((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(logged.find("the thread pool runs 1 thread: other processes keep"), std::string::npos)
+      << "debug output: " << logged;
   int foreign = 0;
   for (int i = 0; i < 20; ++i) foreign += foreign_chunks();
   EXPECT_EQ(foreign, 0) << "narrowed to the caller, yet workers ran chunks";

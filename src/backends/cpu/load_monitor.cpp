@@ -11,8 +11,8 @@
 #include <ctime>
 #include <string>
 
+#include "graph/diagnostics.h"
 #include "lazyx/metrics.h"
-#include "runtime/env.h"
 
 namespace lazyx::cpu {
 
@@ -38,6 +38,21 @@ std::vector<int> allowed_cpus() {
     }
   }
   return out;
+}
+
+// One line of debug output (LAZYX_DEBUG >= 1, to LAZYX_DEBUG_FILE if set). Never throws: the
+// sync already checked both variables, and a parallel loop is no place to fail.
+void log_change(int w, double busy_cores, int ncpu) {
+  try {
+    if (graph::diag::level() < 1) return;
+    char line[200];
+    std::snprintf(line, sizeof line,
+                  "lazyx: the thread pool runs %d thread%s: other processes keep %.1f of %d cores "
+                  "busy (LAZYX_ADAPTIVE_THREADS=0 keeps all)\n",
+                  w, w == 1 ? "" : "s", busy_cores, ncpu);
+    graph::diag::print(line);
+  } catch (...) {
+  }
 }
 
 bool read_proc_stat(std::string& text) {
@@ -134,12 +149,7 @@ int LoadMonitor::width() {
   const int w = next_width(width_, free_, max_);
   if (w != width_) {
     metrics::add_counter(w < width_ ? "CpuPoolNarrowed" : "CpuPoolWidened");
-    if (env::debug_level_nothrow() >= 1) {
-      std::fprintf(stderr,
-                   "lazyx: thread pool runs %d of %d threads: other processes keep %.1f of %d "
-                   "cores busy (LAZYX_ADAPTIVE_THREADS=0 keeps all)\n",
-                   w, max_, ncpu - free_, static_cast<int>(ncpu));
-    }
+    log_change(w, ncpu - free_, static_cast<int>(ncpu));
     width_ = w;
   }
   return width_;
