@@ -92,12 +92,7 @@ def step(i):
     global compiles
     b = data[i % 4]
     t0 = time.perf_counter()
-    opt.zero_grad(set_to_none=True)
-    loss = loss_fn(model, b)
-    loss.backward()
-    if name == "lstm":
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 0.25)
-    opt.step()
+    loss = z.optimizer_step(name, model, opt, loss_fn, b)
     if mode == "lazyx":
         c0 = lazyx.metrics.counter_value("UncachedCompile") or 0
         lazyx.mark_step()

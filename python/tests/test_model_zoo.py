@@ -242,6 +242,17 @@ MODELS = {
 
 
 # ------------------------------------------------------------------------------------------------
+def optimizer_step(name, model, opt, loss_fn, b):
+    """Forward, backward and the optimizer (the LSTM LM clips its gradients first); the loss."""
+    opt.zero_grad(set_to_none=True)
+    loss = loss_fn(model, b)
+    loss.backward()
+    if name == "lstm":
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 0.25)
+    opt.step()
+    return loss
+
+
 def train(name, model, device, dropout_active):
     _, batches_fn, loss_fn, opt_fn = MODELS[name]
     model = copy.deepcopy(model).to(device)
@@ -254,12 +265,7 @@ def train(name, model, device, dropout_active):
     losses, compiles = [], []
     for b in batches_fn():
         b = tuple(t.to(device) for t in b)
-        opt.zero_grad(set_to_none=True)
-        loss = loss_fn(model, b)
-        loss.backward()
-        if name == "lstm":
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 0.25)
-        opt.step()
+        loss = optimizer_step(name, model, opt, loss_fn, b)
         if device != "cpu":
             lazyx.mark_step()
             compiles.append(lazyx.metrics.counter_value("UncachedCompile") or 0)
