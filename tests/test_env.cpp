@@ -57,8 +57,15 @@ TEST(Env, NumThreadsInvalidRaisesThenWorks) {
   set_backend("reference");
 }
 
-// Read at every program run: an invalid value fails the sync before anything runs.
+// Read at backend creation and at every program run: an invalid value fails either before
+// anything changes.
 TEST(Env, AdaptiveThreadsInvalidRaisesAtSyncThenWorks) {
+  set_backend("reference");
+  {
+    ScopedEnv e("LAZYX_ADAPTIVE_THREADS", "sometimes");
+    expect_error([] { set_backend("cpu"); }, {"LAZYX_ADAPTIVE_THREADS", "'sometimes'"});
+  }
+  EXPECT_EQ(backend_name(), "reference");  // the failed switch changed nothing
   set_backend("cpu");
   Tensor x = materialized({1, 2}, {2});
   x.mul_(3);

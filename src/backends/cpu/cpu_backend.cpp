@@ -81,9 +81,9 @@ class CpuBackend : public backend::Backend {
   // LAZYX_CPU_MATH is read here too; programs compiled in the other math mode are dropped.
   CpuBackend() {
     default_num_threads();
-    ThreadPool::get().set_adaptive(env::flag("LAZYX_ADAPTIVE_THREADS", true));
+    const bool adaptive = env::flag("LAZYX_ADAPTIVE_THREADS", true);
     const MathMode mode = math_mode_from_env();
-    ThreadPool::get();
+    ThreadPool::get().set_adaptive(adaptive);
     if (set_math_mode(mode)) clear_program_cache();
   }
   std::string name() const override { return "cpu"; }
