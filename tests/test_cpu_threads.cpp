@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "backends/cpu/core_budget.h"
 #include "backends/cpu/gemm.h"
 #include "backends/cpu/load_monitor.h"
 #include "backends/cpu/thread_pool.h"
@@ -420,6 +421,41 @@ TEST(CpuThreads, SetNumThreadsCapsThreadsNotResults) {
   set_num_threads(pool.size());
   pool.set_adaptive(true);
   EXPECT_EQ(std::memcmp(&wide, &narrow, sizeof(float)), 0) << wide << " vs " << narrow;
+}
+
+TEST(CoreBudget, ParsesCgroupQuotas) {
+  EXPECT_EQ(cpu::quota_cores_v2("max 100000\n"), std::nullopt);
+  EXPECT_EQ(cpu::quota_cores_v2("50000 100000\n"), 1);  // half a core: one thread
+  EXPECT_EQ(cpu::quota_cores_v2("150000 100000"), 2);   // rounded up
+  EXPECT_EQ(cpu::quota_cores_v2("400000 100000"), 4);
+  EXPECT_EQ(cpu::quota_cores_v2("garbage"), std::nullopt);
+  EXPECT_EQ(cpu::quota_cores_v1(-1, 100000), std::nullopt);
+  EXPECT_EQ(cpu::quota_cores_v1(250000, 100000), 3);
+}
+
+// A cgroup tree laid out under a temporary root, as /sys/fs/cgroup would be.
+TEST(CoreBudget, FindsTheQuotaOfTheProcessCgroup) {
+  const std::string root = ::testing::TempDir() + "lazyx_cgroup_" + std::to_string(getpid());
+  auto write = [&](const std::string& rel, const std::string& text) {
+    const std::string path = root + rel;
+    ASSERT_EQ(std::system(("mkdir -p '" + path.substr(0, path.rfind('/')) + "'").c_str()), 0);
+    std::ofstream(path) << text;
+  };
+  write("/self_v2", "0::/job/a\n");
+  write("/job/a/cpu.max", "200000 100000\n");
+  EXPECT_EQ(cpu::cgroup_quota_cores(root, root + "/self_v2"), 2);
+  write("/self_v1", "4:memory:/x\n2:cpu,cpuacct:/docker/c1\n");
+  write("/cpu,cpuacct/docker/c1/cpu.cfs_quota_us", "150000\n");
+  write("/cpu,cpuacct/docker/c1/cpu.cfs_period_us", "100000\n");
+  EXPECT_EQ(cpu::cgroup_quota_cores(root, root + "/self_v1"), 2);
+  write("/self_none", "1:cpu:/free\n");
+  write("/cpu/free/cpu.cfs_quota_us", "-1\n");
+  write("/cpu/free/cpu.cfs_period_us", "100000\n");
+  EXPECT_EQ(cpu::cgroup_quota_cores(root, root + "/self_none"), std::nullopt);
+  EXPECT_EQ(cpu::cgroup_quota_cores(root, root + "/missing"), std::nullopt);
+  std::system(("rm -rf '" + root + "'").c_str());
+  EXPECT_GE(cpu::core_budget(), 1);
+  EXPECT_LE(cpu::core_budget(), static_cast<int>(cpu::allowed_cpus().size()));
 }
 
 TEST(CpuThreads, InvalidThreadCountIsAnError) {

@@ -206,3 +206,20 @@ def test_set_num_threads_caps_threads_and_keeps_results():
     assert loss1 == loss2
     for a, b in zip(params1, params2):
         assert torch.equal(a, b)
+
+
+def test_default_threads_follow_the_affinity_mask():
+    """A process pinned to one core gets a one-thread pool by default; LAZYX_NUM_THREADS wins."""
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs two cores to pin to one")
+    code = "import sys; sys.path.insert(0, sys.argv[1]); import lazyx; print(lazyx.get_max_threads())"
+    pkg = os.path.dirname(os.path.dirname(lazyx.__file__))
+    env = dict(os.environ)
+    env.pop("LAZYX_NUM_THREADS", None)
+
+    def pool_size():
+        return subprocess.run(["taskset", "-c", "0", sys.executable, "-c", code, pkg], env=env,
+                              check=True, capture_output=True, text=True, timeout=120).stdout
+    assert pool_size().strip() == "1"
+    env["LAZYX_NUM_THREADS"] = "3"
+    assert pool_size().strip() == "3"

@@ -1,7 +1,6 @@
 #include "backends/cpu/load_monitor.h"
 
 #include <fcntl.h>
-#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,6 +10,7 @@
 #include <ctime>
 #include <string>
 
+#include "backends/cpu/core_budget.h"
 #include "graph/diagnostics.h"
 #include "lazyx/metrics.h"
 
@@ -26,18 +26,6 @@ int64_t steady_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
-}
-
-std::vector<int> allowed_cpus() {
-  std::vector<int> out;
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
-    for (int c = 0; c < CPU_SETSIZE; ++c) {
-      if (CPU_ISSET(c, &set)) out.push_back(c);
-    }
-  }
-  return out;
 }
 
 // One line of debug output (LAZYX_DEBUG >= 1, to LAZYX_DEBUG_FILE if set). Never throws: the

@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "backends/cpu/core_budget.h"
 #include "backends/cpu/load_monitor.h"
 #include "runtime/env.h"
 
@@ -53,8 +54,7 @@ thread_local bool in_pool_job = false;
 
 int default_num_threads() {
   if (int64_t n = env::integer("LAZYX_NUM_THREADS", 0, 1, 1024)) return static_cast<int>(n);
-  unsigned hc = std::thread::hardware_concurrency();
-  return hc ? static_cast<int>(hc) : 1;
+  return core_budget();
 }
 
 struct ThreadPool::State {

@@ -1,9 +1,10 @@
 // A persistent thread pool for the CPU backend, the only thread runtime of its parallel work
 // (GEMM libraries are called single-threaded from its threads). Its size comes from
-// LAZYX_NUM_THREADS (default: all cores). parallel_for splits a range into chunks that threads
-// claim one at a time: the caller claims chunks too, so a worker that wakes late (or is
-// descheduled on a busy machine) never holds it up for more than one chunk, and small ranges run
-// inline. Idle workers spin for a few microseconds, then sleep; nothing busy-waits for long.
+// LAZYX_NUM_THREADS (default: the cores the process may use). parallel_for splits a range into
+// chunks that threads claim one at a time: the caller claims chunks too, so a worker that wakes
+// late (or is descheduled on a busy machine) never holds it up for more than one chunk, and small
+// ranges run inline. Idle workers spin for a few microseconds, then sleep; nothing busy-waits for
+// long.
 #pragma once
 
 #include <cstdint>
@@ -36,8 +37,8 @@ class ThreadPool {
   int num_threads_;
 };
 
-// LAZYX_NUM_THREADS, else all cores; raises lazyx::Error when the variable is not a positive
-// integer.
+// LAZYX_NUM_THREADS, else the cores this process may use (core_budget.h: its affinity mask and
+// cgroup CPU quota); raises lazyx::Error when the variable is not a positive integer.
 int default_num_threads();
 
 }  // namespace lazyx::cpu
