@@ -44,6 +44,7 @@ struct Cache {
   };
   Memo memo[16];
   int memo_n;
+  uint64_t generation;  // rescans so far
 };
 thread_local Cache cache_storage;  // zero-initialized
 
@@ -81,6 +82,7 @@ void refresh(Cache& c) {
   c.count = n;
   c.last = n > 0 ? environ[n - 1] : nullptr;
   c.valid = true;
+  c.generation++;
 }
 
 const char* lookup(const char* name) {
@@ -122,6 +124,12 @@ Snapshot::Snapshot() {
 }
 
 Snapshot::~Snapshot() { --this_cache().pinned; }
+
+uint64_t generation() {
+  Cache& c = this_cache();
+  if (!c.pinned) refresh(c);
+  return c.generation;
+}
 
 bool flag(const char* name, bool dflt) {
   const char* v = lookup(name);

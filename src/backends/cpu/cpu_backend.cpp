@@ -104,7 +104,10 @@ class CpuBackend : public backend::Backend {
 
   void execute(backend::Program& prog, const backend::ExecArgs& args) override {
     auto& p = static_cast<CpuProgram&>(prog);
-    ThreadPool::get().set_adaptive(env::flag("LAZYX_ADAPTIVE_THREADS", true));  // before any write
+    if (const uint64_t g = env::generation(); g != env_seen_) {  // the environment changed
+      ThreadPool::get().set_adaptive(env::flag("LAZYX_ADAPTIVE_THREADS", true));  // may raise
+      env_seen_ = g;
+    }
     if (p.code) take_upgrades(*p.code, p.kernels);  // full-tier kernels compiled meanwhile
     const LoweredGraph& g = p.g;
     auto& outputs = *args.outputs;
@@ -246,6 +249,9 @@ class CpuBackend : public backend::Backend {
   }
 
  private:
+  // env::generation() when LAZYX_ADAPTIVE_THREADS was last read (runs hold the engine lock).
+  uint64_t env_seen_ = 0;
+
   // A reduction with few outputs over a long dim: each thread reduces a slice of the reduced
   // dim into raw accumulators, then the caller combines them in order and stores the result.
   static void run_split_reduction(const CpuProgram& p, const Step& s, KernelFn fn, void* const* bp,
