@@ -1,6 +1,7 @@
 // LAZYX_* environment variables: an invalid value raises lazyx::Error naming the variable, at
 // the first call that reads it, and that call changes nothing.
 #include <cstdlib>
+#include <thread>
 
 #include "runtime/env.h"
 #include "test_util.h"
@@ -85,6 +86,20 @@ TEST(Env, AdaptiveThreadsInvalidRaisesAtSyncThenWorks) {
   set_backend("reference");
 }
 #endif
+
+// The generation moves when the environment changes and is never shared by two threads, so a
+// value cached against it cannot be taken for another thread's.
+TEST(Env, GenerationMovesOnChangeAndDiffersBetweenThreads) {
+  const uint64_t g0 = env::generation();
+  EXPECT_EQ(env::generation(), g0);
+  uint64_t other = 0;
+  std::thread([&] { other = env::generation(); }).join();
+  EXPECT_NE(other, g0);
+  {
+    ScopedEnv e("LAZYX_TEST_GENERATION", "1");
+    EXPECT_NE(env::generation(), g0);
+  }
+}
 
 TEST(Env, FlagsParse) {
   {

@@ -1,5 +1,6 @@
 #include "runtime/env.h"
 
+#include <atomic>
 #include <cctype>
 #include <cerrno>
 #include <cstdint>
@@ -44,9 +45,10 @@ struct Cache {
   };
   Memo memo[16];
   int memo_n;
-  uint64_t generation;  // rescans so far
+  uint64_t generation;  // this thread's last rescan, numbered across all threads
 };
 thread_local Cache cache_storage;  // zero-initialized
+std::atomic<uint64_t> rescans{0};  // so that two threads' generations are never equal
 
 // This thread's cache. One call per function: GCC otherwise asks the dynamic linker for a
 // thread-local's address at each use.
@@ -82,7 +84,7 @@ void refresh(Cache& c) {
   c.count = n;
   c.last = n > 0 ? environ[n - 1] : nullptr;
   c.valid = true;
-  c.generation++;
+  c.generation = rescans.fetch_add(1, std::memory_order_relaxed) + 1;
 }
 
 const char* lookup(const char* name) {

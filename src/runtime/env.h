@@ -24,8 +24,8 @@ bool flag(const char* name, bool dflt);
 int64_t integer(const char* name, int64_t dflt, int64_t lo, int64_t hi);
 // One of `choices` (any case): its index. Unset or empty gives `dflt`.
 int choice(const char* name, int dflt, std::initializer_list<const char*> choices);
-// Changes whenever this thread sees a changed environment: values derived from LAZYX_* variables
-// can be kept until it moves (a read on a hot path then costs a compare).
+// Changes whenever the calling thread sees a changed environment, and differs between threads:
+// values derived from LAZYX_* variables can be kept while it stays the same (a compare).
 uint64_t generation();
 // LAZYX_DEBUG: 0 (quiet), 1 (step reports), 2 (also LLVM's remarks).
 int debug_level();
