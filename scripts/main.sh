@@ -7,6 +7,6 @@ scripts/install_deps.sh all
 LAZYX_BUILD_TARGETS="lazyx_python" scripts/build.sh
 B=${BUILD_DIR:-build}
 # PyTorch on lazyx: an MLP trained on sklearn's digits.
-LAZYX_PYTHONPATH="$PWD/$B/python" /usr/bin/python3 examples/train_digits.py
+LAZYX_PYTHONPATH="$PWD/$B/python" .venv/bin/python examples/train_digits.py
 # The same MLP data parallel: 2 processes, each with its shard, DDP on the "lazyx" backend.
-LAZYX_PYTHONPATH="$PWD/$B/python" /usr/bin/python3 examples/train_digits_ddp.py
+LAZYX_PYTHONPATH="$PWD/$B/python" .venv/bin/python examples/train_digits_ddp.py

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The test command: installs dependencies, builds everything, runs the CTest suites (GoogleTest
 # cases, the fuzz batch and self-test, the install test), then the PyTorch device's pytest suites
-# directly with /usr/bin/python3 (they are not registered in CTest), then the C++ tests and the
+# directly with .venv/bin/python (they are not registered in CTest), then the C++ tests and the
 # fuzz batch again under AddressSanitizer and UndefinedBehaviorSanitizer.
 # Each phase starts with a header and ends with its duration; a summary of the durations comes
 # before the last line, which counts every test of every run.
@@ -46,7 +46,7 @@ ctest --test-dir "$B" --output-on-failure -j"$jobs" 2>&1 | tee -a "$log" || stat
 # The PyTorch device's pytest suites, against the package the build assembled.
 phase "pytest"
 pylog=$(mktemp)
-LAZYX_PYTHONPATH="$PWD/$B/python" /usr/bin/python3 -m pytest -q -p no:cacheprovider python/tests \
+LAZYX_PYTHONPATH="$PWD/$B/python" .venv/bin/python -m pytest -q -p no:cacheprovider python/tests \
   2>&1 | tee "$pylog" || status=1
 
 if [ "${LAZYX_SKIP_SANITIZERS:-0}" != 1 ]; then

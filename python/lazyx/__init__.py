@@ -12,9 +12,28 @@ work as one program, value reads (``.item()``, ``.cpu()``, printing) and ``sync(
 only what they need. Ops without a native kernel run on CPU and are counted as ``aten::<op>``
 in ``lazyx.metrics``.
 """
+import ctypes
+import os
 import sys
 
-import torch  # loads libtorch before the extension
+from ._build_info import TORCH_VERSION as _BUILT_FOR, LIBRARY_CANDIDATES as _LIBS
+
+try:
+    import torch  # loads libtorch before the extension
+except ImportError as e:
+    raise ImportError(f"[lazyx] needs torch {_BUILT_FOR}, and this Python ({sys.executable}) "
+                      f"cannot import torch ({e}); install it with 'pip install "
+                      f"torch=={_BUILT_FOR}' (scripts/install_deps.sh makes .venv with it)") from None
+
+
+def _minor(v):
+    return tuple(v.split("+")[0].split(".")[:2])
+
+
+if _minor(torch.__version__) != _minor(_BUILT_FOR):
+    raise ImportError(f"[lazyx] this lazyx was built for torch {_BUILT_FOR}, but torch "
+                      f"{torch.__version__} is installed; install torch=={_BUILT_FOR} or rebuild "
+                      "lazyx against the installed torch (scripts/build.sh)")
 import torch._lazy.ts_backend as _ts_backend
 
 # lazyx is torch's "lazy" device, as is torch._lazy's TorchScript backend: only one of them can
@@ -32,6 +51,23 @@ def _refuse_ts_backend(*args, **kwargs):
 
 
 _ts_backend.init = _refuse_ts_backend
+
+
+def _load_engine():
+    """Loads liblazyx with RTLD_DEEPBIND before the extension links it: the torch wheel's
+    libtorch_cpu exports its own oneDNN internals, Sleef, MKL's cblas and Gloo, and without this
+    Debian's libdnnl, libsleef, libopenblas and libgloo that the engine links would bind some of
+    their own symbols to torch's copies (oneDNN's gemm then fails, or math changes bits). Deep
+    binding makes the engine and its libraries resolve within their own tree first."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    for folder, name in _LIBS:
+        path = os.path.normpath(os.path.join(here, folder, name))
+        if os.path.isfile(path):
+            return ctypes.CDLL(path, mode=os.RTLD_LOCAL | os.RTLD_DEEPBIND)
+    return None  # the extension's RPATH finds it (the symbols may then interpose)
+
+
+_ENGINE = _load_engine()
 
 from . import _C
 from ._C import LazyxError, StepReport, ParamReport

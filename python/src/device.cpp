@@ -7,7 +7,7 @@
 #include <mutex>
 #include <typeinfo>
 
-#include "bridge.h"
+#include "kernels.h"
 #include "diag_bridge.h"
 
 namespace lazyx_bridge {
@@ -31,6 +31,20 @@ struct LzGuardImpl final : public c10::impl::DeviceGuardImplInterface {
 };
 }  // namespace
 C10_REGISTER_GUARD_IMPL(Lazy, LzGuardImpl);
+
+// ---------------------------------------------------------------------------------------------
+// Kernel registrations (kernels.h): kept in a function-local static, since they happen during
+// static initialization of the other files.
+namespace {
+std::vector<Registration>& registration_list() {
+  static std::vector<Registration> list;
+  return list;
+}
+}  // namespace
+void note_registration(const char* name, const std::string& error) {
+  registration_list().push_back({name, error});
+}
+const std::vector<Registration>& registrations() { return registration_list(); }
 
 // ---------------------------------------------------------------------------------------------
 // Storage and TensorImpl.

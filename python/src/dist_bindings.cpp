@@ -284,6 +284,6 @@ void register_dist_bindings(py::module_& parent) {
 // kernel, so device tensors go straight to their backend kernel (the process group's method).
 TORCH_LIBRARY_IMPL(c10d, AutogradLazy, m) {
   for (const char* op : {"broadcast_", "allreduce_", "allgather_", "reduce_scatter_", "barrier"}) {
-    m.impl(op, torch::CppFunction::makeFallthrough());
+    impl(m, op, torch::CppFunction::makeFallthrough());
   }
 }

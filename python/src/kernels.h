@@ -8,14 +8,36 @@
 #include <utility>
 #include <vector>
 
+#include <torch/library.h>
+
 #include "bridge.h"
 
 namespace lazyx_bridge {
 
+// Every kernel registration goes through impl(m, name, kernel). A kernel whose C++ signature the
+// installed torch rejects (its schema changed) is recorded instead of aborting the process while
+// the module loads; importing lazyx then raises once, naming every such op (module.cpp). The
+// names registered are kept for the registration audit (python/tools/audit_registrations.py).
+void note_registration(const char* name, const std::string& error);
+template <class F>
+void impl(torch::Library& m, const char* name, F&& f) {
+  try {
+    m.impl(name, std::forward<F>(f));
+    note_registration(name, "");
+  } catch (const c10::Error& e) {
+    note_registration(name, e.what_without_backtrace());
+  }
+}
+struct Registration {
+  std::string name;   // as registered: "add.Tensor"
+  std::string error;  // empty when torch took the kernel
+};
+const std::vector<Registration>& registrations();
+
 using LT = lazyx::Tensor;
 
 inline lazyx::Shape to_shape(c10::IntArrayRef s) { return lazyx::Shape(s.begin(), s.end()); }
-inline lazyx::Shape to_shape(c10::SymIntArrayRef s) { return to_shape(c10::asIntArrayRefSlow(s)); }
+inline lazyx::Shape to_shape(c10::SymIntArrayRef s) { return to_shape(C10_AS_INTARRAYREF_SLOW(s)); }
 inline std::vector<int64_t> to_dims(c10::IntArrayRef s) {
   return std::vector<int64_t>(s.begin(), s.end());
 }
@@ -26,6 +48,11 @@ inline int64_t wrap_dim(int64_t d, int64_t n) {
   TORCH_CHECK(d >= 0 && d < n, "[lazyx] dimension out of range (expected to be in range of [", -n,
               ", ", n - 1, "], but got ", d, ")");
   return d;
+}
+
+// var/std's correction (Scalar? since torch 2.0; None means Bessel's 1).
+inline double correction_value(const c10::optional<c10::Scalar>& c) {
+  return c.has_value() ? c->toDouble() : 1.0;
 }
 
 inline bool is_one(const c10::Scalar& s) { return !s.isComplex() && s.toDouble() == 1.0; }

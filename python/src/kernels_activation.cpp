@@ -195,22 +195,22 @@ LT rrelu_lz(const Tensor& a, const Tensor& noise, const c10::Scalar& lo, const c
   nt.copy_(n);
   return down(x.mul(n), a);
 }
-Tensor rrelu_with_noise(const Tensor& a, const Tensor& noise, const c10::Scalar& lo,
+Tensor rrelu_with_noise(const Tensor& a, Tensor& noise, const c10::Scalar& lo,
                         const c10::Scalar& hi, bool training, optional<at::Generator> gen) {
   return wrap(rrelu_lz(a, noise, lo, hi, training, gen));
 }
-Tensor& rrelu_with_noise_(Tensor& a, const Tensor& noise, const c10::Scalar& lo,
+Tensor& rrelu_with_noise_(Tensor& a, Tensor& noise, const c10::Scalar& lo,
                           const c10::Scalar& hi, bool training, optional<at::Generator> gen) {
   return math_inplace(a, rrelu_lz(a, noise, lo, hi, training, gen));
 }
 
 TORCH_LIBRARY_IMPL(aten, Lazy, m) {
 #define REG_FO(NAME)              \
-  m.impl(#NAME, LZ_FN(NAME##_f)); \
-  m.impl(#NAME ".out", LZ_FN(NAME##_o));
+  impl(m, #NAME, LZ_FN(NAME##_f)); \
+  impl(m, #NAME ".out", LZ_FN(NAME##_o));
 #define REG(NAME) \
   REG_FO(NAME)    \
-  m.impl(#NAME "_", LZ_FN(NAME##_i));
+  impl(m, #NAME "_", LZ_FN(NAME##_i));
   REG(leaky_relu)
   REG(elu)
   REG(hardtanh) REG(hardswish) REG(hardsigmoid) REG(mish) REG(threshold) REG(logit) REG_FO(softplus)
@@ -218,26 +218,26 @@ TORCH_LIBRARY_IMPL(aten, Lazy, m) {
 #undef REG
 #undef REG_FO
       // silu itself and silu_backward are in kernels_elementwise.cpp.
-      m.impl("silu_", LZ_FN(silu_i));
-  m.impl("silu.out", LZ_FN(silu_o));
-  m.impl("leaky_relu_backward", LZ_FN(leaky_relu_backward));
-  m.impl("hardtanh_backward", LZ_FN(hardtanh_backward));
-  m.impl("hardswish_backward", LZ_FN(hardswish_backward));
-  m.impl("hardsigmoid_backward", LZ_FN(hardsigmoid_backward));
-  m.impl("softshrink_backward", LZ_FN(softshrink_backward));
-  m.impl("hardshrink_backward", LZ_FN(hardshrink_backward));
-  m.impl("softplus_backward", LZ_FN(softplus_backward));
-  m.impl("mish_backward", LZ_FN(mish_backward));
-  m.impl("elu_backward", LZ_FN(elu_backward));
-  m.impl("logit_backward", LZ_FN(logit_backward));
-  m.impl("log_sigmoid_forward", LZ_FN(log_sigmoid_forward));
-  m.impl("log_sigmoid_backward", LZ_FN(log_sigmoid_backward));
-  m.impl("glu", LZ_FN(glu));
-  m.impl("glu_backward", LZ_FN(glu_backward));
-  m.impl("prelu", LZ_FN(prelu));
-  m.impl("prelu_backward", LZ_FN(prelu_backward));
-  m.impl("rrelu_with_noise", LZ_FN(rrelu_with_noise));
-  m.impl("rrelu_with_noise_", LZ_FN(rrelu_with_noise_));
+      impl(m, "silu_", LZ_FN(silu_i));
+  impl(m, "silu.out", LZ_FN(silu_o));
+  impl(m, "leaky_relu_backward", LZ_FN(leaky_relu_backward));
+  impl(m, "hardtanh_backward", LZ_FN(hardtanh_backward));
+  impl(m, "hardswish_backward", LZ_FN(hardswish_backward));
+  impl(m, "hardsigmoid_backward", LZ_FN(hardsigmoid_backward));
+  impl(m, "softshrink_backward", LZ_FN(softshrink_backward));
+  impl(m, "hardshrink_backward", LZ_FN(hardshrink_backward));
+  impl(m, "softplus_backward", LZ_FN(softplus_backward));
+  impl(m, "mish_backward", LZ_FN(mish_backward));
+  impl(m, "elu_backward", LZ_FN(elu_backward));
+  impl(m, "logit_backward", LZ_FN(logit_backward));
+  impl(m, "log_sigmoid_forward", LZ_FN(log_sigmoid_forward));
+  impl(m, "log_sigmoid_backward", LZ_FN(log_sigmoid_backward));
+  impl(m, "glu", LZ_FN(glu));
+  impl(m, "glu_backward", LZ_FN(glu_backward));
+  impl(m, "prelu", LZ_FN(prelu));
+  impl(m, "prelu_backward", LZ_FN(prelu_backward));
+  impl(m, "rrelu_with_noise", LZ_FN(rrelu_with_noise));
+  impl(m, "rrelu_with_noise_", LZ_FN(rrelu_with_noise_));
 }
 
 }  // namespace

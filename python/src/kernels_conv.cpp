@@ -61,8 +61,8 @@ std::tuple<Tensor, Tensor, Tensor> convolution_backward_overrideable(
 }
 
 TORCH_LIBRARY_IMPL(aten, Lazy, m) {
-  m.impl("convolution_overrideable", LZ_FN(convolution_overrideable));
-  m.impl("convolution_backward_overrideable", LZ_FN(convolution_backward_overrideable));
+  impl(m, "convolution_overrideable", LZ_FN(convolution_overrideable));
+  impl(m, "convolution_backward_overrideable", LZ_FN(convolution_backward_overrideable));
 }
 
 }  // namespace

@@ -219,23 +219,23 @@ Tensor& arange_out(const c10::Scalar& start, const c10::Scalar& end, const c10::
 }
 
 TORCH_LIBRARY_IMPL(aten, Lazy, m) {
-  m.impl("empty.memory_format", LZ_FN(empty_memory_format));
-  m.impl("empty_strided", LZ_FN(empty_strided));
-  m.impl("copy_", TORCH_FN(copy_));
-  m.impl("_copy_from", LZ_FN(_copy_from));
-  m.impl("_copy_from_and_resize", LZ_FN(_copy_from_and_resize));
-  m.impl("clone", LZ_FN(clone));
-  m.impl("_local_scalar_dense", LZ_FN(_local_scalar_dense));
-  m.impl("fill_.Scalar", LZ_FN(fill_scalar));
-  m.impl("fill_.Tensor", LZ_FN(fill_tensor));
-  m.impl("zero_", LZ_FN(zero_));
-  m.impl("normal_", LZ_FN(normal_));
-  m.impl("uniform_", LZ_FN(uniform_));
-  m.impl("random_.from", LZ_FN(random_from));
-  m.impl("random_.to", LZ_FN(random_to));
-  m.impl("random_", LZ_FN(random_all));
-  m.impl("bernoulli_.float", LZ_FN(bernoulli_float));
-  m.impl("arange.start_out", LZ_FN(arange_out));
+  impl(m, "empty.memory_format", LZ_FN(empty_memory_format));
+  impl(m, "empty_strided", LZ_FN(empty_strided));
+  impl(m, "copy_", TORCH_FN(copy_));
+  impl(m, "_copy_from", LZ_FN(_copy_from));
+  impl(m, "_copy_from_and_resize", LZ_FN(_copy_from_and_resize));
+  impl(m, "clone", LZ_FN(clone));
+  impl(m, "_local_scalar_dense", LZ_FN(_local_scalar_dense));
+  impl(m, "fill_.Scalar", LZ_FN(fill_scalar));
+  impl(m, "fill_.Tensor", LZ_FN(fill_tensor));
+  impl(m, "zero_", LZ_FN(zero_));
+  impl(m, "normal_", LZ_FN(normal_));
+  impl(m, "uniform_", LZ_FN(uniform_));
+  impl(m, "random_.from", LZ_FN(random_from));
+  impl(m, "random_.to", LZ_FN(random_to));
+  impl(m, "random_", LZ_FN(random_all));
+  impl(m, "bernoulli_.float", LZ_FN(bernoulli_float));
+  impl(m, "arange.start_out", LZ_FN(arange_out));
 }
 
 }  // namespace

@@ -311,48 +311,48 @@ Tensor& reciprocal_(Tensor& a) {
 }
 
 TORCH_LIBRARY_IMPL(aten, Lazy, m) {
-  m.impl("add.Tensor", LZ_FN(add_t));
-  m.impl("add_.Tensor", LZ_FN(add__t));
-  m.impl("add.Scalar", LZ_FN(add_s));
-  m.impl("add_.Scalar", LZ_FN(add__s));
-  m.impl("sub.Tensor", LZ_FN(sub_t));
-  m.impl("sub_.Tensor", LZ_FN(sub__t));
-  m.impl("sub.Scalar", LZ_FN(sub_s));
-  m.impl("sub_.Scalar", LZ_FN(sub__s));
-  m.impl("rsub.Tensor", LZ_FN(rsub_t));
-  m.impl("rsub.Scalar", LZ_FN(rsub_s));
-  m.impl("mul.Tensor", LZ_FN(mul_t));
-  m.impl("mul_.Tensor", LZ_FN(mul__t));
-  m.impl("mul.Scalar", LZ_FN(mul_s));
-  m.impl("mul_.Scalar", LZ_FN(mul__s));
-  m.impl("div.Tensor", LZ_FN(div_t));
-  m.impl("div_.Tensor", LZ_FN(div__t));
-  m.impl("div.Scalar", LZ_FN(div_s));
-  m.impl("div_.Scalar", LZ_FN(div__s));
-  m.impl("mul.out", LZ_FN(mul_out));
-  m.impl("div.out", LZ_FN(div_out));
-  m.impl("pow.Tensor_Scalar", LZ_FN(pow_ts));
-  m.impl("pow.Tensor_Tensor", LZ_FN(pow_tt));
-  m.impl("pow_.Scalar", LZ_FN(pow__s));
-  m.impl("maximum", LZ_FN(maximum));
-  m.impl("minimum", LZ_FN(minimum));
-  m.impl("maximum.out", LZ_FN(maximum_out));
-  m.impl("minimum.out", LZ_FN(minimum_out));
-  m.impl("clamp", LZ_FN(clamp));
-  m.impl("clamp_", LZ_FN(clamp_));
-  m.impl("clamp_min", LZ_FN(clamp_min));
-  m.impl("clamp_max", LZ_FN(clamp_max));
-  m.impl("clamp_min_", LZ_FN(clamp_min_));
-  m.impl("where.self", LZ_FN(where_self));
-  m.impl("addcmul", LZ_FN(addcmul));
-  m.impl("addcmul_", LZ_FN(addcmul_));
-  m.impl("addcdiv", LZ_FN(addcdiv));
-  m.impl("addcdiv_", LZ_FN(addcdiv_));
-  m.impl("lerp.Scalar", LZ_FN(lerp_s));
-  m.impl("lerp_.Scalar", LZ_FN(lerp__s));
+  impl(m, "add.Tensor", LZ_FN(add_t));
+  impl(m, "add_.Tensor", LZ_FN(add__t));
+  impl(m, "add.Scalar", LZ_FN(add_s));
+  impl(m, "add_.Scalar", LZ_FN(add__s));
+  impl(m, "sub.Tensor", LZ_FN(sub_t));
+  impl(m, "sub_.Tensor", LZ_FN(sub__t));
+  impl(m, "sub.Scalar", LZ_FN(sub_s));
+  impl(m, "sub_.Scalar", LZ_FN(sub__s));
+  impl(m, "rsub.Tensor", LZ_FN(rsub_t));
+  impl(m, "rsub.Scalar", LZ_FN(rsub_s));
+  impl(m, "mul.Tensor", LZ_FN(mul_t));
+  impl(m, "mul_.Tensor", LZ_FN(mul__t));
+  impl(m, "mul.Scalar", LZ_FN(mul_s));
+  impl(m, "mul_.Scalar", LZ_FN(mul__s));
+  impl(m, "div.Tensor", LZ_FN(div_t));
+  impl(m, "div_.Tensor", LZ_FN(div__t));
+  impl(m, "div.Scalar", LZ_FN(div_s));
+  impl(m, "div_.Scalar", LZ_FN(div__s));
+  impl(m, "mul.out", LZ_FN(mul_out));
+  impl(m, "div.out", LZ_FN(div_out));
+  impl(m, "pow.Tensor_Scalar", LZ_FN(pow_ts));
+  impl(m, "pow.Tensor_Tensor", LZ_FN(pow_tt));
+  impl(m, "pow_.Scalar", LZ_FN(pow__s));
+  impl(m, "maximum", LZ_FN(maximum));
+  impl(m, "minimum", LZ_FN(minimum));
+  impl(m, "maximum.out", LZ_FN(maximum_out));
+  impl(m, "minimum.out", LZ_FN(minimum_out));
+  impl(m, "clamp", LZ_FN(clamp));
+  impl(m, "clamp_", LZ_FN(clamp_));
+  impl(m, "clamp_min", LZ_FN(clamp_min));
+  impl(m, "clamp_max", LZ_FN(clamp_max));
+  impl(m, "clamp_min_", LZ_FN(clamp_min_));
+  impl(m, "where.self", LZ_FN(where_self));
+  impl(m, "addcmul", LZ_FN(addcmul));
+  impl(m, "addcmul_", LZ_FN(addcmul_));
+  impl(m, "addcdiv", LZ_FN(addcdiv));
+  impl(m, "addcdiv_", LZ_FN(addcdiv_));
+  impl(m, "lerp.Scalar", LZ_FN(lerp_s));
+  impl(m, "lerp_.Scalar", LZ_FN(lerp__s));
 #define REG_UNARY(NAME)       \
-  m.impl(#NAME, LZ_FN(NAME)); \
-  m.impl(#NAME "_", LZ_FN(NAME##_));
+  impl(m, #NAME, LZ_FN(NAME)); \
+  impl(m, #NAME "_", LZ_FN(NAME##_));
   REG_UNARY(neg)
   REG_UNARY(abs)
   REG_UNARY(exp)
@@ -365,16 +365,16 @@ TORCH_LIBRARY_IMPL(aten, Lazy, m) {
   REG_UNARY(sin)
   REG_UNARY(cos)
 #undef REG_UNARY
-  m.impl("logical_not", LZ_FN(logical_not));
-  m.impl("logical_and", LZ_FN(logical_and));
-  m.impl("logical_or", LZ_FN(logical_or));
-  m.impl("logical_and_", LZ_FN(logical_and_));
-  m.impl("logical_or_", LZ_FN(logical_or_));
-  m.impl("silu", LZ_FN(silu));
-  m.impl("silu_backward", LZ_FN(silu_backward));
+  impl(m, "logical_not", LZ_FN(logical_not));
+  impl(m, "logical_and", LZ_FN(logical_and));
+  impl(m, "logical_or", LZ_FN(logical_or));
+  impl(m, "logical_and_", LZ_FN(logical_and_));
+  impl(m, "logical_or_", LZ_FN(logical_or_));
+  impl(m, "silu", LZ_FN(silu));
+  impl(m, "silu_backward", LZ_FN(silu_backward));
 #define REG_CMP(NAME)                       \
-  m.impl(#NAME ".Scalar", LZ_FN(NAME##_s)); \
-  m.impl(#NAME ".Tensor", LZ_FN(NAME##_t));
+  impl(m, #NAME ".Scalar", LZ_FN(NAME##_s)); \
+  impl(m, #NAME ".Tensor", LZ_FN(NAME##_t));
   REG_CMP(eq)
   REG_CMP(ne)
   REG_CMP(lt)
@@ -382,14 +382,14 @@ TORCH_LIBRARY_IMPL(aten, Lazy, m) {
   REG_CMP(gt)
   REG_CMP(ge)
 #undef REG_CMP
-  m.impl("gelu", LZ_FN(gelu));
-  m.impl("gelu_backward", LZ_FN(gelu_backward));
-  m.impl("threshold_backward", LZ_FN(threshold_backward));
-  m.impl("sigmoid_backward", LZ_FN(sigmoid_backward));
-  m.impl("tanh_backward", LZ_FN(tanh_backward));
-  m.impl("isnan", LZ_FN(isnan_k));
-  m.impl("reciprocal", LZ_FN(reciprocal));
-  m.impl("reciprocal_", LZ_FN(reciprocal_));
+  impl(m, "gelu", LZ_FN(gelu));
+  impl(m, "gelu_backward", LZ_FN(gelu_backward));
+  impl(m, "threshold_backward", LZ_FN(threshold_backward));
+  impl(m, "sigmoid_backward", LZ_FN(sigmoid_backward));
+  impl(m, "tanh_backward", LZ_FN(tanh_backward));
+  impl(m, "isnan", LZ_FN(isnan_k));
+  impl(m, "reciprocal", LZ_FN(reciprocal));
+  impl(m, "reciprocal_", LZ_FN(reciprocal_));
 }
 
 }  // namespace

@@ -69,7 +69,7 @@ std::vector<Tensor> to_cpu_list(at::TensorList ts) {
   return out;
 }
 
-TORCH_LIBRARY_IMPL(aten, Lazy, m) { m.impl("_to_cpu", LZ_FN(to_cpu_list)); }
+TORCH_LIBRARY_IMPL(aten, Lazy, m) { impl(m, "_to_cpu", LZ_FN(to_cpu_list)); }
 
 // Ops whose torch 1.13 schema does not mark every argument they write as written (no `(a!)`):
 // the fallback copies these arguments back too, when the op's `training` argument (if any) is

@@ -112,11 +112,12 @@ Tensor& masked_fill__t(Tensor& self, const Tensor& mask, const Tensor& v) {
 }
 
 Tensor embedding_dense_backward(const Tensor& grad, const Tensor& indices, c10::SymInt num_weights,
-                                int64_t padding_idx, bool scale_grad_by_freq) {
+                                c10::SymInt padding_sym, bool scale_grad_by_freq) {
+  const int64_t padding_idx = padding_sym.expect_int();
   if (scale_grad_by_freq) {  // no native lowering: runs on CPU, counted like the fallback
     lazyx::metrics::add_counter("aten::embedding_dense_backward");
     return to_device(at::_ops::embedding_dense_backward::call(to_cpu(grad), to_cpu(indices),
-                                                              num_weights, padding_idx, true));
+                                                              num_weights, padding_sym, true));
   }
   LT idx = lz(indices).reshape({-1});
   const int64_t D = grad.size(-1);
@@ -145,22 +146,22 @@ Tensor cat(const at::ITensorListRef& tensors, int64_t dim) {
 }
 
 TORCH_LIBRARY_IMPL(aten, Lazy, m) {
-  m.impl("index_select", LZ_FN(index_select));
-  m.impl("index_copy_", LZ_FN(index_copy_));
-  m.impl("index_copy", LZ_FN(index_copy));
-  m.impl("index_fill_.int_Scalar", LZ_FN(index_fill_));
-  m.impl("index_add", LZ_FN(index_add));
-  m.impl("index_add_", LZ_FN(index_add_));
-  m.impl("gather", LZ_FN(gather));
-  m.impl("scatter.src", LZ_FN(scatter_src));
-  m.impl("scatter_.src", LZ_FN(scatter__src));
-  m.impl("scatter_add", LZ_FN(scatter_add));
-  m.impl("scatter_add_", LZ_FN(scatter_add_));
-  m.impl("masked_fill.Scalar", LZ_FN(masked_fill_s));
-  m.impl("masked_fill_.Scalar", LZ_FN(masked_fill__s));
-  m.impl("masked_fill_.Tensor", LZ_FN(masked_fill__t));
-  m.impl("embedding_dense_backward", LZ_FN(embedding_dense_backward));
-  m.impl("cat", LZ_FN(cat));
+  impl(m, "index_select", LZ_FN(index_select));
+  impl(m, "index_copy_", LZ_FN(index_copy_));
+  impl(m, "index_copy", LZ_FN(index_copy));
+  impl(m, "index_fill_.int_Scalar", LZ_FN(index_fill_));
+  impl(m, "index_add", LZ_FN(index_add));
+  impl(m, "index_add_", LZ_FN(index_add_));
+  impl(m, "gather", LZ_FN(gather));
+  impl(m, "scatter.src", LZ_FN(scatter_src));
+  impl(m, "scatter_.src", LZ_FN(scatter__src));
+  impl(m, "scatter_add", LZ_FN(scatter_add));
+  impl(m, "scatter_add_", LZ_FN(scatter_add_));
+  impl(m, "masked_fill.Scalar", LZ_FN(masked_fill_s));
+  impl(m, "masked_fill_.Scalar", LZ_FN(masked_fill__s));
+  impl(m, "masked_fill_.Tensor", LZ_FN(masked_fill__t));
+  impl(m, "embedding_dense_backward", LZ_FN(embedding_dense_backward));
+  impl(m, "cat", LZ_FN(cat));
 }
 
 }  // namespace

@@ -269,18 +269,18 @@ std::tuple<Tensor, Tensor, Tensor> unique_consecutive(const Tensor& self, bool i
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, Lazy, m) {
-  m.impl("index.Tensor", LZ_FN(index_tensor));
-  m.impl("_index_put_impl_", LZ_FN(index_put_impl_));
-  m.impl("take", LZ_FN(take_k));
-  m.impl("take.out", LZ_FN(take_out));
-  m.impl("put_", LZ_FN(put_));
-  m.impl("nonzero", LZ_FN(nonzero_k));
-  m.impl("nonzero.out", LZ_FN(nonzero_out));
-  m.impl("masked_select", LZ_FN(masked_select_k));
-  m.impl("masked_select.out", LZ_FN(masked_select_out));
-  m.impl("masked_scatter_", LZ_FN(masked_scatter_));
-  m.impl("_unique2", LZ_FN(unique2));
-  m.impl("unique_consecutive", LZ_FN(unique_consecutive));
+  impl(m, "index.Tensor", LZ_FN(index_tensor));
+  impl(m, "_index_put_impl_", LZ_FN(index_put_impl_));
+  impl(m, "take", LZ_FN(take_k));
+  impl(m, "take.out", LZ_FN(take_out));
+  impl(m, "put_", LZ_FN(put_));
+  impl(m, "nonzero", LZ_FN(nonzero_k));
+  impl(m, "nonzero.out", LZ_FN(nonzero_out));
+  impl(m, "masked_select", LZ_FN(masked_select_k));
+  impl(m, "masked_select.out", LZ_FN(masked_select_out));
+  impl(m, "masked_scatter_", LZ_FN(masked_scatter_));
+  impl(m, "_unique2", LZ_FN(unique2));
+  impl(m, "unique_consecutive", LZ_FN(unique_consecutive));
 }
 
 }  // namespace lazyx_bridge

@@ -102,16 +102,16 @@ void linalg_check_errors(const Tensor& info, c10::string_view api_name, bool is_
 }
 
 TORCH_LIBRARY_IMPL(aten, Lazy, m) {
-  m.impl("_linalg_check_errors", LZ_FN(linalg_check_errors));
-  m.impl("mm", LZ_FN(mm));
-  m.impl("bmm", LZ_FN(bmm));
-  m.impl("addmm", LZ_FN(addmm));
-  m.impl("addmm.out", LZ_FN(addmm_out));
-  m.impl("mm.out", LZ_FN(mm_out));
-  m.impl("baddbmm", LZ_FN(baddbmm));
-  m.impl("baddbmm_", LZ_FN(baddbmm_));
-  m.impl("dot", LZ_FN(dot));
-  m.impl("mv", LZ_FN(mv));
+  impl(m, "_linalg_check_errors", LZ_FN(linalg_check_errors));
+  impl(m, "mm", LZ_FN(mm));
+  impl(m, "bmm", LZ_FN(bmm));
+  impl(m, "addmm", LZ_FN(addmm));
+  impl(m, "addmm.out", LZ_FN(addmm_out));
+  impl(m, "mm.out", LZ_FN(mm_out));
+  impl(m, "baddbmm", LZ_FN(baddbmm));
+  impl(m, "baddbmm_", LZ_FN(baddbmm_));
+  impl(m, "dot", LZ_FN(dot));
+  impl(m, "mv", LZ_FN(mv));
 }
 
 }  // namespace

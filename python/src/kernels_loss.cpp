@@ -261,21 +261,21 @@ Tensor embedding_bag_psw_backward(const Tensor& grad, const Tensor& weight, cons
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, Lazy, m) {
-  m.impl("binary_cross_entropy", LZ_FN(bce));
-  m.impl("binary_cross_entropy_backward", LZ_FN(bce_backward));
-  m.impl("smooth_l1_loss", LZ_FN(smooth_l1));
-  m.impl("smooth_l1_loss_backward.grad_input", LZ_FN(smooth_l1_backward));
-  m.impl("huber_loss", LZ_FN(huber));
-  m.impl("huber_loss_backward.out", LZ_FN(huber_backward));
-  m.impl("nll_loss2d_forward", LZ_FN(nll2d));
-  m.impl("nll_loss2d_backward", LZ_FN(nll2d_backward));
-  m.impl("multi_margin_loss", LZ_FN(multi_margin));
-  m.impl("multi_margin_loss_backward", LZ_FN(multi_margin_backward));
-  m.impl("multilabel_margin_loss_forward", LZ_FN(multilabel_forward));
-  m.impl("multilabel_margin_loss_backward", LZ_FN(multilabel_backward));
-  m.impl("_embedding_bag", LZ_FN(embedding_bag));
-  m.impl("_embedding_bag_dense_backward", LZ_FN(embedding_bag_backward));
-  m.impl("_embedding_bag_per_sample_weights_backward", LZ_FN(embedding_bag_psw_backward));
+  impl(m, "binary_cross_entropy", LZ_FN(bce));
+  impl(m, "binary_cross_entropy_backward", LZ_FN(bce_backward));
+  impl(m, "smooth_l1_loss", LZ_FN(smooth_l1));
+  impl(m, "smooth_l1_loss_backward.grad_input", LZ_FN(smooth_l1_backward));
+  impl(m, "huber_loss", LZ_FN(huber));
+  impl(m, "huber_loss_backward.out", LZ_FN(huber_backward));
+  impl(m, "nll_loss2d_forward", LZ_FN(nll2d));
+  impl(m, "nll_loss2d_backward", LZ_FN(nll2d_backward));
+  impl(m, "multi_margin_loss", LZ_FN(multi_margin));
+  impl(m, "multi_margin_loss_backward", LZ_FN(multi_margin_backward));
+  impl(m, "multilabel_margin_loss_forward", LZ_FN(multilabel_forward));
+  impl(m, "multilabel_margin_loss_backward", LZ_FN(multilabel_backward));
+  impl(m, "_embedding_bag", LZ_FN(embedding_bag));
+  impl(m, "_embedding_bag_dense_backward", LZ_FN(embedding_bag_backward));
+  impl(m, "_embedding_bag_per_sample_weights_backward", LZ_FN(embedding_bag_psw_backward));
 }
 
 }  // namespace lazyx_bridge

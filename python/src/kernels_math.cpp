@@ -163,20 +163,20 @@ Tensor efficient_zero(c10::IntArrayRef size, optional<at::ScalarType> dtype, opt
 }
 
 TORCH_LIBRARY_IMPL(aten, Lazy, m) {
-  m.impl("_efficientzerotensor", LZ_FN(efficient_zero));
-  m.impl("fmax", LZ_FN(fmax_f));
-  m.impl("fmin", LZ_FN(fmin_f));
-  m.impl("fmax.out", LZ_FN(fmax_o));
-  m.impl("fmin.out", LZ_FN(fmin_o));
-  m.impl("angle", LZ_FN(angle_f));
-  m.impl("angle.out", LZ_FN(angle_o));
-  m.impl("neg.out", LZ_FN(neg_o));  // neg and neg_ are in kernels_elementwise.cpp
+  impl(m, "_efficientzerotensor", LZ_FN(efficient_zero));
+  impl(m, "fmax", LZ_FN(fmax_f));
+  impl(m, "fmin", LZ_FN(fmin_f));
+  impl(m, "fmax.out", LZ_FN(fmax_o));
+  impl(m, "fmin.out", LZ_FN(fmin_o));
+  impl(m, "angle", LZ_FN(angle_f));
+  impl(m, "angle.out", LZ_FN(angle_o));
+  impl(m, "neg.out", LZ_FN(neg_o));  // neg and neg_ are in kernels_elementwise.cpp
 #define REG_FO(NAME)              \
-  m.impl(#NAME, LZ_FN(NAME##_f)); \
-  m.impl(#NAME ".out", LZ_FN(NAME##_o));
+  impl(m, #NAME, LZ_FN(NAME##_f)); \
+  impl(m, #NAME ".out", LZ_FN(NAME##_o));
 #define REG(NAME) \
   REG_FO(NAME)    \
-  m.impl(#NAME "_", LZ_FN(NAME##_i));
+  impl(m, #NAME "_", LZ_FN(NAME##_i));
   REG(floor)
   REG(ceil)
   REG(trunc) REG(round) REG(frac) REG(sign) REG(log1p) REG(expm1) REG(log2) REG(log10) REG(exp2)
@@ -194,20 +194,20 @@ TORCH_LIBRARY_IMPL(aten, Lazy, m) {
 #undef REG
 #undef REG_FO
       // sgn is sign for real dtypes; logical_not itself is in kernels_elementwise.cpp.
-      m.impl("sgn", LZ_FN(sign_f));
-  m.impl("sgn_", LZ_FN(sign_i));
-  m.impl("sgn.out", LZ_FN(sign_o));
-  m.impl("logical_not_", LZ_FN(logical_not_i));
-  m.impl("logical_not.out", LZ_FN(logical_not_o));
-  m.impl("round.decimals", LZ_FN(round_d));
-  m.impl("round_.decimals", LZ_FN(round_d_i));
-  m.impl("round.decimals_out", LZ_FN(round_d_o));
-  m.impl("polygamma", LZ_FN(polygamma_f));
-  m.impl("polygamma_", LZ_FN(polygamma_i));
-  m.impl("polygamma.out", LZ_FN(polygamma_o));
-  m.impl("nan_to_num", LZ_FN(nan_to_num_f));
-  m.impl("nan_to_num_", LZ_FN(nan_to_num_i));
-  m.impl("nan_to_num.out", LZ_FN(nan_to_num_o));
+      impl(m, "sgn", LZ_FN(sign_f));
+  impl(m, "sgn_", LZ_FN(sign_i));
+  impl(m, "sgn.out", LZ_FN(sign_o));
+  impl(m, "logical_not_", LZ_FN(logical_not_i));
+  impl(m, "logical_not.out", LZ_FN(logical_not_o));
+  impl(m, "round.decimals", LZ_FN(round_d));
+  impl(m, "round_.decimals", LZ_FN(round_d_i));
+  impl(m, "round.decimals_out", LZ_FN(round_d_o));
+  impl(m, "polygamma", LZ_FN(polygamma_f));
+  impl(m, "polygamma_", LZ_FN(polygamma_i));
+  impl(m, "polygamma.out", LZ_FN(polygamma_o));
+  impl(m, "nan_to_num", LZ_FN(nan_to_num_f));
+  impl(m, "nan_to_num_", LZ_FN(nan_to_num_i));
+  impl(m, "nan_to_num.out", LZ_FN(nan_to_num_o));
 }
 
 }  // namespace

@@ -204,9 +204,9 @@ Tensor& clamp_max_to(const Tensor& a, const Tensor& hi, Tensor& out) {
 
 TORCH_LIBRARY_IMPL(aten, Lazy, m) {
 #define REG_T(NAME, T, TI, TO)            \
-  m.impl(#NAME T, LZ_FN(NAME##_t));       \
-  m.impl(#NAME "_" TI, LZ_FN(NAME##_ti)); \
-  m.impl(#NAME "." TO, LZ_FN(NAME##_to));
+  impl(m, #NAME T, LZ_FN(NAME##_t));       \
+  impl(m, #NAME "_" TI, LZ_FN(NAME##_ti)); \
+  impl(m, #NAME "." TO, LZ_FN(NAME##_to));
   REG_T(atan2, "", "", "out")
   REG_T(hypot, "", "", "out")
   REG_T(nextafter, "", "", "out")
@@ -221,23 +221,23 @@ TORCH_LIBRARY_IMPL(aten, Lazy, m) {
   REG_T(bitwise_xor, ".Tensor", ".Tensor", "Tensor_out")
   REG_T(xlogy, ".Tensor", ".Tensor", "OutTensor")
   // The comparisons' functional forms are in kernels_elementwise.cpp.
-  m.impl("eq_.Tensor", LZ_FN(eq_ti));
-  m.impl("ne_.Tensor", LZ_FN(ne_ti));
-  m.impl("lt_.Tensor", LZ_FN(lt_ti));
-  m.impl("le_.Tensor", LZ_FN(le_ti));
-  m.impl("gt_.Tensor", LZ_FN(gt_ti));
-  m.impl("ge_.Tensor", LZ_FN(ge_ti));
-  m.impl("eq.Tensor_out", LZ_FN(eq_to));
-  m.impl("ne.Tensor_out", LZ_FN(ne_to));
-  m.impl("lt.Tensor_out", LZ_FN(lt_to));
-  m.impl("le.Tensor_out", LZ_FN(le_to));
-  m.impl("gt.Tensor_out", LZ_FN(gt_to));
-  m.impl("ge.Tensor_out", LZ_FN(ge_to));
+  impl(m, "eq_.Tensor", LZ_FN(eq_ti));
+  impl(m, "ne_.Tensor", LZ_FN(ne_ti));
+  impl(m, "lt_.Tensor", LZ_FN(lt_ti));
+  impl(m, "le_.Tensor", LZ_FN(le_ti));
+  impl(m, "gt_.Tensor", LZ_FN(gt_ti));
+  impl(m, "ge_.Tensor", LZ_FN(ge_ti));
+  impl(m, "eq.Tensor_out", LZ_FN(eq_to));
+  impl(m, "ne.Tensor_out", LZ_FN(ne_to));
+  impl(m, "lt.Tensor_out", LZ_FN(lt_to));
+  impl(m, "le.Tensor_out", LZ_FN(le_to));
+  impl(m, "gt.Tensor_out", LZ_FN(gt_to));
+  impl(m, "ge.Tensor_out", LZ_FN(ge_to));
 #undef REG_T
 #define REG_S(NAME, S, SI, SO)            \
-  m.impl(#NAME S, LZ_FN(NAME##_s));       \
-  m.impl(#NAME "_" SI, LZ_FN(NAME##_si)); \
-  m.impl(#NAME "." SO, LZ_FN(NAME##_so));
+  impl(m, #NAME S, LZ_FN(NAME##_s));       \
+  impl(m, #NAME "_" SI, LZ_FN(NAME##_si)); \
+  impl(m, #NAME "." SO, LZ_FN(NAME##_so));
   REG_S(copysign, ".Scalar", ".Scalar", "Scalar_out")
   REG_S(fmod, ".Scalar", ".Scalar", "Scalar_out")
   REG_S(remainder, ".Scalar", ".Scalar", "Scalar_out")
@@ -245,63 +245,63 @@ TORCH_LIBRARY_IMPL(aten, Lazy, m) {
 #undef REG_S
   // bitwise_*.Scalar, bitwise_*_.Scalar and floor_divide(_).Scalar are composite in eager: they
   // reach the Tensor overloads (a backend kernel would hide their autograd kernel).
-  m.impl("remainder.Scalar_Tensor", LZ_FN(remainder_st));
-  m.impl("remainder.Scalar_Tensor_out", LZ_FN(remainder_sto));
-  m.impl("bitwise_and.Scalar_out", LZ_FN(bitwise_and_so));
-  m.impl("bitwise_or.Scalar_out", LZ_FN(bitwise_or_so));
-  m.impl("bitwise_xor.Scalar_out", LZ_FN(bitwise_xor_so));
-  m.impl("bitwise_and.Scalar_Tensor", LZ_FN(bitwise_and_st));
-  m.impl("bitwise_or.Scalar_Tensor", LZ_FN(bitwise_or_st));
-  m.impl("bitwise_xor.Scalar_Tensor", LZ_FN(bitwise_xor_st));
-  m.impl("bitwise_and.Scalar_Tensor_out", LZ_FN(bitwise_and_sto));
-  m.impl("bitwise_or.Scalar_Tensor_out", LZ_FN(bitwise_or_sto));
-  m.impl("bitwise_xor.Scalar_Tensor_out", LZ_FN(bitwise_xor_sto));
-  m.impl("xlogy.Scalar_Self", LZ_FN(xlogy_st));
-  m.impl("xlogy.OutScalar_Self", LZ_FN(xlogy_sto));
-  m.impl("special_xlog1py", LZ_FN(xlog1py_t));
-  m.impl("special_xlog1py.out", LZ_FN(xlog1py_to));
-  m.impl("special_xlog1py.other_scalar", LZ_FN(xlog1py_s));
-  m.impl("special_xlog1py.other_scalar_out", LZ_FN(xlog1py_so));
-  m.impl("special_xlog1py.self_scalar", LZ_FN(xlog1py_st));
-  m.impl("special_xlog1py.self_scalar_out", LZ_FN(xlog1py_sto));
-  m.impl("logaddexp", LZ_FN(logaddexp_t));
-  m.impl("logaddexp.out", LZ_FN(logaddexp_to));
-  m.impl("logaddexp2", LZ_FN(logaddexp2_t));
-  m.impl("logaddexp2.out", LZ_FN(logaddexp2_to));
+  impl(m, "remainder.Scalar_Tensor", LZ_FN(remainder_st));
+  impl(m, "remainder.Scalar_Tensor_out", LZ_FN(remainder_sto));
+  impl(m, "bitwise_and.Scalar_out", LZ_FN(bitwise_and_so));
+  impl(m, "bitwise_or.Scalar_out", LZ_FN(bitwise_or_so));
+  impl(m, "bitwise_xor.Scalar_out", LZ_FN(bitwise_xor_so));
+  impl(m, "bitwise_and.Scalar_Tensor", LZ_FN(bitwise_and_st));
+  impl(m, "bitwise_or.Scalar_Tensor", LZ_FN(bitwise_or_st));
+  impl(m, "bitwise_xor.Scalar_Tensor", LZ_FN(bitwise_xor_st));
+  impl(m, "bitwise_and.Scalar_Tensor_out", LZ_FN(bitwise_and_sto));
+  impl(m, "bitwise_or.Scalar_Tensor_out", LZ_FN(bitwise_or_sto));
+  impl(m, "bitwise_xor.Scalar_Tensor_out", LZ_FN(bitwise_xor_sto));
+  impl(m, "xlogy.Scalar_Self", LZ_FN(xlogy_st));
+  impl(m, "xlogy.OutScalar_Self", LZ_FN(xlogy_sto));
+  impl(m, "special_xlog1py", LZ_FN(xlog1py_t));
+  impl(m, "special_xlog1py.out", LZ_FN(xlog1py_to));
+  impl(m, "special_xlog1py.other_scalar", LZ_FN(xlog1py_s));
+  impl(m, "special_xlog1py.other_scalar_out", LZ_FN(xlog1py_so));
+  impl(m, "special_xlog1py.self_scalar", LZ_FN(xlog1py_st));
+  impl(m, "special_xlog1py.self_scalar_out", LZ_FN(xlog1py_sto));
+  impl(m, "logaddexp", LZ_FN(logaddexp_t));
+  impl(m, "logaddexp.out", LZ_FN(logaddexp_to));
+  impl(m, "logaddexp2", LZ_FN(logaddexp2_t));
+  impl(m, "logaddexp2.out", LZ_FN(logaddexp2_to));
 #define REG_CMP(NAME)                         \
-  m.impl(#NAME "_.Scalar", LZ_FN(NAME##_si)); \
-  m.impl(#NAME ".Scalar_out", LZ_FN(NAME##_so));
+  impl(m, #NAME "_.Scalar", LZ_FN(NAME##_si)); \
+  impl(m, #NAME ".Scalar_out", LZ_FN(NAME##_so));
   REG_CMP(eq)
   REG_CMP(ne)
   REG_CMP(lt) REG_CMP(le) REG_CMP(gt) REG_CMP(ge)
 #undef REG_CMP
-      m.impl("div.Tensor_mode", LZ_FN(div_tm));
-  m.impl("div_.Tensor_mode", LZ_FN(div_tmi));
-  m.impl("div.out_mode", LZ_FN(div_tmo));
-  m.impl("div.Scalar_mode", LZ_FN(div_sm));
-  m.impl("div_.Scalar_mode", LZ_FN(div_smi));
-  m.impl("pow.Scalar", LZ_FN(pow_st));
-  m.impl("pow_.Tensor", LZ_FN(pow_tti));
-  m.impl("pow.Tensor_Tensor_out", LZ_FN(pow_tto));
-  m.impl("pow.Tensor_Scalar_out", LZ_FN(pow_tso));
-  m.impl("pow.Scalar_out", LZ_FN(pow_sto));
-  m.impl("lerp.Tensor", LZ_FN(lerp_t));
-  m.impl("lerp_.Tensor", LZ_FN(lerp_ti));
-  m.impl("lerp.Tensor_out", LZ_FN(lerp_to));
-  m.impl("lerp.Scalar_out", LZ_FN(lerp_so));
-  m.impl("clamp.Tensor", LZ_FN(clamp_t));
-  m.impl("clamp_.Tensor", LZ_FN(clamp_ti));
-  m.impl("clamp.Tensor_out", LZ_FN(clamp_to));
-  m.impl("clamp.out", LZ_FN(clamp_so));
-  m.impl("clamp_min.Tensor", LZ_FN(clamp_min_t));
-  m.impl("clamp_max.Tensor", LZ_FN(clamp_max_t));
-  m.impl("clamp_min_.Tensor", LZ_FN(clamp_min_ti));
-  m.impl("clamp_max_.Tensor", LZ_FN(clamp_max_ti));
-  m.impl("clamp_max_", LZ_FN(clamp_max_si));
-  m.impl("clamp_min.out", LZ_FN(clamp_min_so));
-  m.impl("clamp_max.out", LZ_FN(clamp_max_so));
-  m.impl("clamp_min.Tensor_out", LZ_FN(clamp_min_to));
-  m.impl("clamp_max.Tensor_out", LZ_FN(clamp_max_to));
+      impl(m, "div.Tensor_mode", LZ_FN(div_tm));
+  impl(m, "div_.Tensor_mode", LZ_FN(div_tmi));
+  impl(m, "div.out_mode", LZ_FN(div_tmo));
+  impl(m, "div.Scalar_mode", LZ_FN(div_sm));
+  impl(m, "div_.Scalar_mode", LZ_FN(div_smi));
+  impl(m, "pow.Scalar", LZ_FN(pow_st));
+  impl(m, "pow_.Tensor", LZ_FN(pow_tti));
+  impl(m, "pow.Tensor_Tensor_out", LZ_FN(pow_tto));
+  impl(m, "pow.Tensor_Scalar_out", LZ_FN(pow_tso));
+  impl(m, "pow.Scalar_out", LZ_FN(pow_sto));
+  impl(m, "lerp.Tensor", LZ_FN(lerp_t));
+  impl(m, "lerp_.Tensor", LZ_FN(lerp_ti));
+  impl(m, "lerp.Tensor_out", LZ_FN(lerp_to));
+  impl(m, "lerp.Scalar_out", LZ_FN(lerp_so));
+  impl(m, "clamp.Tensor", LZ_FN(clamp_t));
+  impl(m, "clamp_.Tensor", LZ_FN(clamp_ti));
+  impl(m, "clamp.Tensor_out", LZ_FN(clamp_to));
+  impl(m, "clamp.out", LZ_FN(clamp_so));
+  impl(m, "clamp_min.Tensor", LZ_FN(clamp_min_t));
+  impl(m, "clamp_max.Tensor", LZ_FN(clamp_max_t));
+  impl(m, "clamp_min_.Tensor", LZ_FN(clamp_min_ti));
+  impl(m, "clamp_max_.Tensor", LZ_FN(clamp_max_ti));
+  impl(m, "clamp_max_", LZ_FN(clamp_max_si));
+  impl(m, "clamp_min.out", LZ_FN(clamp_min_so));
+  impl(m, "clamp_max.out", LZ_FN(clamp_max_so));
+  impl(m, "clamp_min.Tensor_out", LZ_FN(clamp_min_to));
+  impl(m, "clamp_max.Tensor_out", LZ_FN(clamp_max_to));
 }
 
 }  // namespace

@@ -143,18 +143,18 @@ Tensor native_dropout_backward(const Tensor& grad, const Tensor& mask, double sc
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, Lazy, m) {
-  m.impl("native_dropout", LZ_FN(native_dropout));
-  m.impl("native_dropout_backward", LZ_FN(native_dropout_backward));
-  m.impl("equal", LZ_FN(equal));
-  m.impl("isin.Tensor_Tensor", LZ_FN(isin_tt));
-  m.impl("isin.Tensor_Scalar", LZ_FN(isin_ts));
-  m.impl("bernoulli_.Tensor", LZ_FN(bernoulli_tensor));
-  m.impl("normal.Tensor_float", LZ_FN(normal_tf));
-  m.impl("normal.float_Tensor", LZ_FN(normal_ft));
-  m.impl("normal.Tensor_Tensor", LZ_FN(normal_tt));
-  m.impl("unfold_backward", LZ_FN(unfold_backward));
-  m.impl("renorm", LZ_FN(renorm_impl));
-  m.impl("renorm_", LZ_FN(renorm_inplace));
+  impl(m, "native_dropout", LZ_FN(native_dropout));
+  impl(m, "native_dropout_backward", LZ_FN(native_dropout_backward));
+  impl(m, "equal", LZ_FN(equal));
+  impl(m, "isin.Tensor_Tensor", LZ_FN(isin_tt));
+  impl(m, "isin.Tensor_Scalar", LZ_FN(isin_ts));
+  impl(m, "bernoulli_.Tensor", LZ_FN(bernoulli_tensor));
+  impl(m, "normal.Tensor_float", LZ_FN(normal_tf));
+  impl(m, "normal.float_Tensor", LZ_FN(normal_ft));
+  impl(m, "normal.Tensor_Tensor", LZ_FN(normal_tt));
+  impl(m, "unfold_backward", LZ_FN(unfold_backward));
+  impl(m, "renorm", LZ_FN(renorm_impl));
+  impl(m, "renorm_", LZ_FN(renorm_inplace));
 }
 
 }  // namespace lazyx_bridge

@@ -112,30 +112,30 @@ Tensor near3_vec_back(const Tensor& g, at::OptionalSymIntArrayRef, c10::SymIntAr
 
 TORCH_LIBRARY_IMPL(aten, Lazy, m) {
   constexpr InterpMode N = InterpMode::Nearest, E = InterpMode::NearestExact;
-  m.impl("upsample_nearest1d", LZ_FN(up1<N>));
-  m.impl("upsample_nearest2d", LZ_FN(up2<N>));
-  m.impl("upsample_nearest3d", LZ_FN(up3<N>));
-  m.impl("upsample_nearest1d_backward", LZ_FN(up1_back<N>));
-  m.impl("upsample_nearest2d_backward", LZ_FN(up2_back<N>));
-  m.impl("upsample_nearest3d_backward", LZ_FN(up3_back<N>));
-  m.impl("_upsample_nearest_exact1d", LZ_FN(up1<E>));
-  m.impl("_upsample_nearest_exact2d", LZ_FN(up2<E>));
-  m.impl("_upsample_nearest_exact3d", LZ_FN(up3<E>));
-  m.impl("_upsample_nearest_exact1d_backward", LZ_FN(up1_back<E>));
-  m.impl("_upsample_nearest_exact2d_backward", LZ_FN(up2_back<E>));
-  m.impl("_upsample_nearest_exact3d_backward", LZ_FN(up3_back<E>));
-  m.impl("upsample_nearest3d.vec", LZ_FN(near3_vec<N>));
-  m.impl("upsample_nearest3d_backward.vec", LZ_FN(near3_vec_back<N>));
-  m.impl("_upsample_nearest_exact3d.vec", LZ_FN(near3_vec<E>));
-  m.impl("_upsample_nearest_exact3d_backward.vec", LZ_FN(near3_vec_back<E>));
-  m.impl("upsample_linear1d", LZ_FN(linear1d));
-  m.impl("upsample_linear1d_backward", LZ_FN(linear1d_back));
-  m.impl("upsample_bilinear2d", LZ_FN(interp2d<InterpMode::Linear>));
-  m.impl("upsample_bilinear2d_backward", LZ_FN(interp2d_back<InterpMode::Linear>));
-  m.impl("upsample_bicubic2d", LZ_FN(interp2d<InterpMode::Cubic>));
-  m.impl("upsample_bicubic2d_backward", LZ_FN(interp2d_back<InterpMode::Cubic>));
-  m.impl("upsample_trilinear3d", LZ_FN(trilinear));
-  m.impl("upsample_trilinear3d_backward", LZ_FN(trilinear_back));
+  impl(m, "upsample_nearest1d", LZ_FN(up1<N>));
+  impl(m, "upsample_nearest2d", LZ_FN(up2<N>));
+  impl(m, "upsample_nearest3d", LZ_FN(up3<N>));
+  impl(m, "upsample_nearest1d_backward", LZ_FN(up1_back<N>));
+  impl(m, "upsample_nearest2d_backward", LZ_FN(up2_back<N>));
+  impl(m, "upsample_nearest3d_backward", LZ_FN(up3_back<N>));
+  impl(m, "_upsample_nearest_exact1d", LZ_FN(up1<E>));
+  impl(m, "_upsample_nearest_exact2d", LZ_FN(up2<E>));
+  impl(m, "_upsample_nearest_exact3d", LZ_FN(up3<E>));
+  impl(m, "_upsample_nearest_exact1d_backward", LZ_FN(up1_back<E>));
+  impl(m, "_upsample_nearest_exact2d_backward", LZ_FN(up2_back<E>));
+  impl(m, "_upsample_nearest_exact3d_backward", LZ_FN(up3_back<E>));
+  impl(m, "upsample_nearest3d.vec", LZ_FN(near3_vec<N>));
+  impl(m, "upsample_nearest3d_backward.vec", LZ_FN(near3_vec_back<N>));
+  impl(m, "_upsample_nearest_exact3d.vec", LZ_FN(near3_vec<E>));
+  impl(m, "_upsample_nearest_exact3d_backward.vec", LZ_FN(near3_vec_back<E>));
+  impl(m, "upsample_linear1d", LZ_FN(linear1d));
+  impl(m, "upsample_linear1d_backward", LZ_FN(linear1d_back));
+  impl(m, "upsample_bilinear2d", LZ_FN(interp2d<InterpMode::Linear>));
+  impl(m, "upsample_bilinear2d_backward", LZ_FN(interp2d_back<InterpMode::Linear>));
+  impl(m, "upsample_bicubic2d", LZ_FN(interp2d<InterpMode::Cubic>));
+  impl(m, "upsample_bicubic2d_backward", LZ_FN(interp2d_back<InterpMode::Cubic>));
+  impl(m, "upsample_trilinear3d", LZ_FN(trilinear));
+  impl(m, "upsample_trilinear3d_backward", LZ_FN(trilinear_back));
 }
 
 }  // namespace lazyx_bridge

@@ -93,7 +93,7 @@ Tensor linalg_vector_norm(const Tensor& a, const c10::Scalar& ord, at::OptionalI
   if (dtype.has_value() && x.dtype() != to_lz(*dtype)) x = x.to(to_lz(*dtype));
   return wrap(vector_norm(x, ord.toDouble(), opt_dims(dim), keepdim));
 }
-LT var_impl(const Tensor& a, at::OptionalIntArrayRef dim, optional<int64_t> correction,
+LT var_impl(const Tensor& a, at::OptionalIntArrayRef dim, const optional<c10::Scalar>& correction,
             bool keepdim) {
   LT x = lz(a);
   if (!lazyx::is_floating(x.dtype())) x = x.to(lazyx::kFloat32);
@@ -105,14 +105,14 @@ LT var_impl(const Tensor& a, at::OptionalIntArrayRef dim, optional<int64_t> corr
     for (int64_t d : dims) n *= a.size(wrap_dim(d, a.dim()));
   }
   LT xc = x.sub(x.mean(dims, true));
-  const double denom = std::max<double>(0.0, static_cast<double>(n - correction.value_or(1)));
+  const double denom = std::max<double>(0.0, static_cast<double>(n) - correction_value(correction));
   return xc.mul(xc).sum(dims, keepdim).div(denom);
 }
-Tensor var_k(const Tensor& a, at::OptionalIntArrayRef dim, optional<int64_t> correction,
+Tensor var_k(const Tensor& a, at::OptionalIntArrayRef dim, const optional<c10::Scalar>& correction,
              bool keepdim) {
   return wrap(var_impl(a, dim, correction, keepdim));
 }
-Tensor std_k(const Tensor& a, at::OptionalIntArrayRef dim, optional<int64_t> correction,
+Tensor std_k(const Tensor& a, at::OptionalIntArrayRef dim, const optional<c10::Scalar>& correction,
              bool keepdim) {
   return wrap(var_impl(a, dim, correction, keepdim).sqrt());
 }
@@ -244,36 +244,36 @@ std::tuple<Tensor, Tensor, Tensor> native_layer_norm_backward(
 
 TORCH_LIBRARY_IMPL(aten, Lazy, m) {
   // Reductions.
-  m.impl("sum", LZ_FN(sum));
-  m.impl("sum.dim_IntList", LZ_FN(sum_dim));
-  m.impl("mean", LZ_FN(mean));
-  m.impl("mean.dim", LZ_FN(mean_dim));
-  m.impl("amax", LZ_FN(amax));
-  m.impl("amin", LZ_FN(amin));
-  m.impl("max", LZ_FN(max_all));
-  m.impl("min", LZ_FN(min_all));
-  m.impl("max.dim", LZ_FN(max_dim));
-  m.impl("argmax", LZ_FN(argmax));
-  m.impl("logsumexp", LZ_FN(logsumexp));
-  m.impl("norm.Scalar", LZ_FN(norm_scalar));
-  m.impl("norm.ScalarOpt_dim", LZ_FN(norm_opt_dim));
-  m.impl("linalg_vector_norm", LZ_FN(linalg_vector_norm));
-  m.impl("all", LZ_FN(all_k));
-  m.impl("var.correction", LZ_FN(var_k));
-  m.impl("std.correction", LZ_FN(std_k));
-  m.impl("any", LZ_FN(any_k));
+  impl(m, "sum", LZ_FN(sum));
+  impl(m, "sum.dim_IntList", LZ_FN(sum_dim));
+  impl(m, "mean", LZ_FN(mean));
+  impl(m, "mean.dim", LZ_FN(mean_dim));
+  impl(m, "amax", LZ_FN(amax));
+  impl(m, "amin", LZ_FN(amin));
+  impl(m, "max", LZ_FN(max_all));
+  impl(m, "min", LZ_FN(min_all));
+  impl(m, "max.dim", LZ_FN(max_dim));
+  impl(m, "argmax", LZ_FN(argmax));
+  impl(m, "logsumexp", LZ_FN(logsumexp));
+  impl(m, "norm.Scalar", LZ_FN(norm_scalar));
+  impl(m, "norm.ScalarOpt_dim", LZ_FN(norm_opt_dim));
+  impl(m, "linalg_vector_norm", LZ_FN(linalg_vector_norm));
+  impl(m, "all", LZ_FN(all_k));
+  impl(m, "var.correction", LZ_FN(var_k));
+  impl(m, "std.correction", LZ_FN(std_k));
+  impl(m, "any", LZ_FN(any_k));
   // Softmax.
-  m.impl("_softmax", LZ_FN(_softmax));
-  m.impl("_log_softmax", LZ_FN(_log_softmax));
-  m.impl("_softmax_backward_data", LZ_FN(_softmax_backward_data));
-  m.impl("_log_softmax_backward_data", LZ_FN(_log_softmax_backward_data));
+  impl(m, "_softmax", LZ_FN(_softmax));
+  impl(m, "_log_softmax", LZ_FN(_log_softmax));
+  impl(m, "_softmax_backward_data", LZ_FN(_softmax_backward_data));
+  impl(m, "_log_softmax_backward_data", LZ_FN(_log_softmax_backward_data));
   // Losses and normalization.
-  m.impl("nll_loss_forward", LZ_FN(nll_loss_forward));
-  m.impl("nll_loss_backward", LZ_FN(nll_loss_backward));
-  m.impl("mse_loss", LZ_FN(mse_loss));
-  m.impl("mse_loss_backward", LZ_FN(mse_loss_backward));
-  m.impl("native_layer_norm", LZ_FN(native_layer_norm));
-  m.impl("native_layer_norm_backward", LZ_FN(native_layer_norm_backward));
+  impl(m, "nll_loss_forward", LZ_FN(nll_loss_forward));
+  impl(m, "nll_loss_backward", LZ_FN(nll_loss_backward));
+  impl(m, "mse_loss", LZ_FN(mse_loss));
+  impl(m, "mse_loss_backward", LZ_FN(mse_loss_backward));
+  impl(m, "native_layer_norm", LZ_FN(native_layer_norm));
+  impl(m, "native_layer_norm_backward", LZ_FN(native_layer_norm_backward));
 }
 
 }  // namespace

@@ -136,14 +136,14 @@ TT histogram_ct(const Tensor& self, int64_t bins, optional<at::ArrayRef<double>>
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, Lazy, m) {
-  m.impl("grid_sampler_2d", LZ_FN(grid_sampler_2d));
-  m.impl("grid_sampler_2d_backward", LZ_FN(grid_sampler_2d_backward));
-  m.impl("frexp.Tensor", LZ_FN(frexp));
-  m.impl("frexp.Tensor_out", LZ_FN(frexp_out));
-  m.impl("segment_reduce", LZ_FN(segment_reduce));
-  m.impl("_segment_reduce_backward", LZ_FN(segment_reduce_backward));
-  m.impl("histogram.bins_tensor", LZ_FN(histogram_bins));
-  m.impl("histogram.bin_ct", LZ_FN(histogram_ct));
+  impl(m, "grid_sampler_2d", LZ_FN(grid_sampler_2d));
+  impl(m, "grid_sampler_2d_backward", LZ_FN(grid_sampler_2d_backward));
+  impl(m, "frexp.Tensor", LZ_FN(frexp));
+  impl(m, "frexp.Tensor_out", LZ_FN(frexp_out));
+  impl(m, "segment_reduce", LZ_FN(segment_reduce));
+  impl(m, "_segment_reduce_backward", LZ_FN(segment_reduce_backward));
+  impl(m, "histogram.bins_tensor", LZ_FN(histogram_bins));
+  impl(m, "histogram.bin_ct", LZ_FN(histogram_ct));
 }
 
 }  // namespace lazyx_bridge

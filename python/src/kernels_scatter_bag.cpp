@@ -262,25 +262,25 @@ Tensor multinomial(const Tensor& self, int64_t n, bool replacement, optional<at:
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, Lazy, m) {
-  m.impl("scatter.value", LZ_FN(scatter_v));
-  m.impl("scatter_.value", LZ_FN(scatter_v_));
-  m.impl("scatter.reduce", LZ_FN(scatter_reduce_k));
-  m.impl("scatter_.reduce", LZ_FN(scatter_reduce_k_));
-  m.impl("scatter.value_reduce", LZ_FN(scatter_value_reduce));
-  m.impl("scatter_.value_reduce", LZ_FN(scatter_value_reduce_));
-  m.impl("scatter_reduce.two", LZ_FN(scatter_reduce_two));
-  m.impl("scatter_reduce_.two", LZ_FN(scatter_reduce_two_));
-  m.impl("index_fill_.int_Tensor", LZ_FN(index_fill_t));
-  m.impl("index_reduce", LZ_FN(index_reduce));
-  m.impl("index_reduce_", LZ_FN(index_reduce_));
-  m.impl("index_reduce.out", LZ_FN(index_reduce_out));
-  m.impl("repeat_interleave.Tensor", LZ_FN(repeat_interleave));
-  m.impl("searchsorted.Tensor", LZ_FN(searchsorted_t));
-  m.impl("searchsorted.Scalar", LZ_FN(searchsorted_s));
-  m.impl("bucketize.Tensor", LZ_FN(bucketize_t));
-  m.impl("bucketize.Scalar", LZ_FN(bucketize_s));
-  m.impl("histc", LZ_FN(histc));
-  m.impl("multinomial", LZ_FN(multinomial));
+  impl(m, "scatter.value", LZ_FN(scatter_v));
+  impl(m, "scatter_.value", LZ_FN(scatter_v_));
+  impl(m, "scatter.reduce", LZ_FN(scatter_reduce_k));
+  impl(m, "scatter_.reduce", LZ_FN(scatter_reduce_k_));
+  impl(m, "scatter.value_reduce", LZ_FN(scatter_value_reduce));
+  impl(m, "scatter_.value_reduce", LZ_FN(scatter_value_reduce_));
+  impl(m, "scatter_reduce.two", LZ_FN(scatter_reduce_two));
+  impl(m, "scatter_reduce_.two", LZ_FN(scatter_reduce_two_));
+  impl(m, "index_fill_.int_Tensor", LZ_FN(index_fill_t));
+  impl(m, "index_reduce", LZ_FN(index_reduce));
+  impl(m, "index_reduce_", LZ_FN(index_reduce_));
+  impl(m, "index_reduce.out", LZ_FN(index_reduce_out));
+  impl(m, "repeat_interleave.Tensor", LZ_FN(repeat_interleave));
+  impl(m, "searchsorted.Tensor", LZ_FN(searchsorted_t));
+  impl(m, "searchsorted.Scalar", LZ_FN(searchsorted_s));
+  impl(m, "bucketize.Tensor", LZ_FN(bucketize_t));
+  impl(m, "bucketize.Scalar", LZ_FN(bucketize_s));
+  impl(m, "histc", LZ_FN(histc));
+  impl(m, "multinomial", LZ_FN(multinomial));
 }
 
 }  // namespace lazyx_bridge

@@ -289,7 +289,7 @@ Tensor count_nonzero(const Tensor& s, c10::IntArrayRef dim) {
   return wrap(b.sum(to_dims(dim)));
 }
 std::pair<LT, LT> var_mean_v(const Tensor& s, at::OptionalIntArrayRef dim,
-                             optional<int64_t> correction, bool keepdim) {
+                             const optional<c10::Scalar>& correction, bool keepdim) {
   LT x = lz(s);
   std::vector<int64_t> dims = dims_or_all(dim, s.dim());
   int64_t n = 1;
@@ -297,15 +297,15 @@ std::pair<LT, LT> var_mean_v(const Tensor& s, at::OptionalIntArrayRef dim,
   if (s.dim() == 0) dims.clear();
   LT mean = x.mean(dims, true);
   LT xc = x.sub(mean);
-  const double denom = std::max<double>(0.0, static_cast<double>(n - correction.value_or(1)));
+  const double denom = std::max<double>(0.0, static_cast<double>(n) - correction_value(correction));
   LT var = xc.mul(xc).sum(dims, keepdim).div(denom);
   return {var, keepdim ? mean : x.mean(dims, false)};
 }
-TT var_mean(const Tensor& s, at::OptionalIntArrayRef dim, optional<int64_t> c, bool keepdim) {
+TT var_mean(const Tensor& s, at::OptionalIntArrayRef dim, const optional<c10::Scalar>& c, bool keepdim) {
   auto [v, m] = var_mean_v(s, dim, c, keepdim);
   return {wrap(v), wrap(m)};
 }
-TT std_mean(const Tensor& s, at::OptionalIntArrayRef dim, optional<int64_t> c, bool keepdim) {
+TT std_mean(const Tensor& s, at::OptionalIntArrayRef dim, const optional<c10::Scalar>& c, bool keepdim) {
   auto [v, m] = var_mean_v(s, dim, c, keepdim);
   return {wrap(v.sqrt()), wrap(m)};
 }
@@ -349,60 +349,60 @@ Tensor& eye_m_out(int64_t n, int64_t m, Tensor& out) {
   return write_out(out, eye_v(n, m, out.scalar_type()));
 }
 
-TORCH_LIBRARY_IMPL(aten, AutogradLazy, m) { m.impl("nanmean.out", LZ_FN(nanmean_out)); }
+TORCH_LIBRARY_IMPL(aten, AutogradLazy, m) { impl(m, "nanmean.out", LZ_FN(nanmean_out)); }
 
 TORCH_LIBRARY_IMPL(aten, Lazy, m) {
-  m.impl("tril", LZ_FN(tril));
-  m.impl("triu", LZ_FN(triu));
-  m.impl("tril.out", LZ_FN(tril_out));
-  m.impl("triu.out", LZ_FN(triu_out));
-  m.impl("tril_", LZ_FN(tril_));
-  m.impl("triu_", LZ_FN(triu_));
-  m.impl("flip", LZ_FN(flip));
-  m.impl("roll", LZ_FN(roll));
-  m.impl("cumsum", LZ_FN(cumsum));
-  m.impl("cumsum.out", LZ_FN(cumsum_out));
-  m.impl("cumsum_", LZ_FN(cumsum_));
-  m.impl("cumprod", LZ_FN(cumprod));
-  m.impl("cumprod.out", LZ_FN(cumprod_out));
-  m.impl("cumprod_", LZ_FN(cumprod_));
-  m.impl("_logcumsumexp", LZ_FN(logcumsumexp));
-  m.impl("_logcumsumexp.out", LZ_FN(logcumsumexp_out));
-  m.impl("_cummax_helper", LZ_FN(cummax_helper));
-  m.impl("_cummin_helper", LZ_FN(cummin_helper));
-  m.impl("sort.stable", LZ_FN(sort_stable));
-  m.impl("sort.values_stable", LZ_FN(sort_out));
-  m.impl("argsort.stable", LZ_FN(argsort_stable));
-  m.impl("topk", LZ_FN(topk));
-  m.impl("topk.values", LZ_FN(topk_out));
-  m.impl("kthvalue.values", LZ_FN(kthvalue_out));
-  m.impl("median", LZ_FN(median));
-  m.impl("nanmedian", LZ_FN(nanmedian));
-  m.impl("median.dim_values", LZ_FN(median_out));
-  m.impl("nanmedian.dim_values", LZ_FN(nanmedian_out));
-  m.impl("mode", LZ_FN(mode));
-  m.impl("mode.values", LZ_FN(mode_out));
-  m.impl("argmin", LZ_FN(argmin_k));
-  m.impl("argmin.out", LZ_FN(argmin_out));
-  m.impl("min.dim", LZ_FN(min_dim));
-  m.impl("prod", LZ_FN(prod_k));
-  m.impl("prod.dim_int", LZ_FN(prod_dim));
-  m.impl("prod.int_out", LZ_FN(prod_out));
-  m.impl("all.dim", LZ_FN(all_dim));
-  m.impl("any.dim", LZ_FN(any_dim));
-  m.impl("all.out", LZ_FN(all_out));
-  m.impl("any.out", LZ_FN(any_out));
-  m.impl("aminmax", LZ_FN(aminmax_k));
-  m.impl("aminmax.out", LZ_FN(aminmax_out));
-  m.impl("nansum", LZ_FN(nansum_k));
-  m.impl("nansum.out", LZ_FN(nansum_out));
-  m.impl("count_nonzero.dim_IntList", LZ_FN(count_nonzero));
-  m.impl("var_mean.correction", LZ_FN(var_mean));
-  m.impl("std_mean.correction", LZ_FN(std_mean));
-  m.impl("diag.out", LZ_FN(diag_out));
-  m.impl("trace", LZ_FN(trace));
-  m.impl("eye.out", LZ_FN(eye_out));
-  m.impl("eye.m_out", LZ_FN(eye_m_out));
+  impl(m, "tril", LZ_FN(tril));
+  impl(m, "triu", LZ_FN(triu));
+  impl(m, "tril.out", LZ_FN(tril_out));
+  impl(m, "triu.out", LZ_FN(triu_out));
+  impl(m, "tril_", LZ_FN(tril_));
+  impl(m, "triu_", LZ_FN(triu_));
+  impl(m, "flip", LZ_FN(flip));
+  impl(m, "roll", LZ_FN(roll));
+  impl(m, "cumsum", LZ_FN(cumsum));
+  impl(m, "cumsum.out", LZ_FN(cumsum_out));
+  impl(m, "cumsum_", LZ_FN(cumsum_));
+  impl(m, "cumprod", LZ_FN(cumprod));
+  impl(m, "cumprod.out", LZ_FN(cumprod_out));
+  impl(m, "cumprod_", LZ_FN(cumprod_));
+  impl(m, "_logcumsumexp", LZ_FN(logcumsumexp));
+  impl(m, "_logcumsumexp.out", LZ_FN(logcumsumexp_out));
+  impl(m, "_cummax_helper", LZ_FN(cummax_helper));
+  impl(m, "_cummin_helper", LZ_FN(cummin_helper));
+  impl(m, "sort.stable", LZ_FN(sort_stable));
+  impl(m, "sort.values_stable", LZ_FN(sort_out));
+  impl(m, "argsort.stable", LZ_FN(argsort_stable));
+  impl(m, "topk", LZ_FN(topk));
+  impl(m, "topk.values", LZ_FN(topk_out));
+  impl(m, "kthvalue.values", LZ_FN(kthvalue_out));
+  impl(m, "median", LZ_FN(median));
+  impl(m, "nanmedian", LZ_FN(nanmedian));
+  impl(m, "median.dim_values", LZ_FN(median_out));
+  impl(m, "nanmedian.dim_values", LZ_FN(nanmedian_out));
+  impl(m, "mode", LZ_FN(mode));
+  impl(m, "mode.values", LZ_FN(mode_out));
+  impl(m, "argmin", LZ_FN(argmin_k));
+  impl(m, "argmin.out", LZ_FN(argmin_out));
+  impl(m, "min.dim", LZ_FN(min_dim));
+  impl(m, "prod", LZ_FN(prod_k));
+  impl(m, "prod.dim_int", LZ_FN(prod_dim));
+  impl(m, "prod.int_out", LZ_FN(prod_out));
+  impl(m, "all.dim", LZ_FN(all_dim));
+  impl(m, "any.dim", LZ_FN(any_dim));
+  impl(m, "all.out", LZ_FN(all_out));
+  impl(m, "any.out", LZ_FN(any_out));
+  impl(m, "aminmax", LZ_FN(aminmax_k));
+  impl(m, "aminmax.out", LZ_FN(aminmax_out));
+  impl(m, "nansum", LZ_FN(nansum_k));
+  impl(m, "nansum.out", LZ_FN(nansum_out));
+  impl(m, "count_nonzero.dim_IntList", LZ_FN(count_nonzero));
+  impl(m, "var_mean.correction", LZ_FN(var_mean));
+  impl(m, "std_mean.correction", LZ_FN(std_mean));
+  impl(m, "diag.out", LZ_FN(diag_out));
+  impl(m, "trace", LZ_FN(trace));
+  impl(m, "eye.out", LZ_FN(eye_out));
+  impl(m, "eye.m_out", LZ_FN(eye_m_out));
 }
 
 }  // namespace

@@ -42,8 +42,8 @@ Tensor& airy_ai_o(const Tensor& a, Tensor& out) { return math_out(out, lazyx::ai
 
 TORCH_LIBRARY_IMPL(aten, Lazy, m) {
 #define REG2(OP, NAME)         \
-  m.impl(OP, LZ_FN(NAME##_t)); \
-  m.impl(OP ".out", LZ_FN(NAME##_to));
+  impl(m, OP, LZ_FN(NAME##_t)); \
+  impl(m, OP ".out", LZ_FN(NAME##_to));
   REG2("special_chebyshev_polynomial_t", cheb_t)
   REG2("special_chebyshev_polynomial_u", cheb_u)
   REG2("special_chebyshev_polynomial_v", cheb_v)
@@ -60,10 +60,10 @@ TORCH_LIBRARY_IMPL(aten, Lazy, m) {
   REG2("igamma", igamma)
   REG2("igammac", igammac)
 #undef REG2
-  m.impl("igamma_", LZ_FN(igamma_ti));
-  m.impl("igammac_", LZ_FN(igammac_ti));
-  m.impl("special_airy_ai", LZ_FN(airy_ai_f));
-  m.impl("special_airy_ai.out", LZ_FN(airy_ai_o));
+  impl(m, "igamma_", LZ_FN(igamma_ti));
+  impl(m, "igammac_", LZ_FN(igammac_ti));
+  impl(m, "special_airy_ai", LZ_FN(airy_ai_f));
+  impl(m, "special_airy_ai.out", LZ_FN(airy_ai_o));
 }
 
 }  // namespace

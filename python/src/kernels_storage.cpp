@@ -102,7 +102,7 @@ Tensor& write_out(Tensor& out, LT r) {
 namespace {
 
 const Tensor& resize_(const Tensor& self, c10::SymIntArrayRef size, optional<c10::MemoryFormat>) {
-  resize_impl(self, c10::asIntArrayRefSlow(size));
+  resize_impl(self, C10_AS_INTARRAYREF_SLOW(size));
   return self;
 }
 
@@ -157,16 +157,16 @@ std::vector<Tensor> tensor_split_t(const Tensor& self, const Tensor& ind, int64_
 }
 
 TORCH_LIBRARY_IMPL(aten, AutogradLazy, m) {
-  m.impl("tensor_split.tensor_indices_or_sections", TORCH_FN(tensor_split_t));
+  impl(m, "tensor_split.tensor_indices_or_sections", TORCH_FN(tensor_split_t));
 }
 
 TORCH_LIBRARY_IMPL(aten, Lazy, m) {
-  m.impl("resize_", LZ_FN(resize_));
-  m.impl("as_strided_", LZ_FN(as_strided_));
-  m.impl("set_.source_Tensor", LZ_FN(set_tensor));
-  m.impl("set_", LZ_FN(set_empty));
-  m.impl("set_.source_Storage", LZ_FN(set_storage));
-  m.impl("set_.source_Storage_storage_offset", LZ_FN(set_storage_offset));
+  impl(m, "resize_", LZ_FN(resize_));
+  impl(m, "as_strided_", LZ_FN(as_strided_));
+  impl(m, "set_.source_Tensor", LZ_FN(set_tensor));
+  impl(m, "set_", LZ_FN(set_empty));
+  impl(m, "set_.source_Storage", LZ_FN(set_storage));
+  impl(m, "set_.source_Storage_storage_offset", LZ_FN(set_storage_offset));
 }
 
 }  // namespace

@@ -166,19 +166,19 @@ Tensor pdist_backward(const Tensor& grad, const Tensor& self, double p, const Te
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, Lazy, m) {
-  m.impl("addmv", LZ_FN(addmv_k));
-  m.impl("addmv.out", LZ_FN(addmv_out));
-  m.impl("addmv_", LZ_FN(addmv_));
-  m.impl("addbmm", LZ_FN(addbmm_k));
-  m.impl("addbmm.out", LZ_FN(addbmm_out));
-  m.impl("addbmm_", LZ_FN(addbmm_));
-  m.impl("vdot", LZ_FN(vdot));
-  m.impl("linalg_cross", LZ_FN(linalg_cross));
-  m.impl("linalg_cross.out", LZ_FN(linalg_cross_out));
-  m.impl("_cdist_forward", LZ_FN(cdist_forward));
-  m.impl("_cdist_backward", LZ_FN(cdist_backward));
-  m.impl("_pdist_forward", LZ_FN(pdist_forward));
-  m.impl("_pdist_backward", LZ_FN(pdist_backward));
+  impl(m, "addmv", LZ_FN(addmv_k));
+  impl(m, "addmv.out", LZ_FN(addmv_out));
+  impl(m, "addmv_", LZ_FN(addmv_));
+  impl(m, "addbmm", LZ_FN(addbmm_k));
+  impl(m, "addbmm.out", LZ_FN(addbmm_out));
+  impl(m, "addbmm_", LZ_FN(addbmm_));
+  impl(m, "vdot", LZ_FN(vdot));
+  impl(m, "linalg_cross", LZ_FN(linalg_cross));
+  impl(m, "linalg_cross.out", LZ_FN(linalg_cross_out));
+  impl(m, "_cdist_forward", LZ_FN(cdist_forward));
+  impl(m, "_cdist_backward", LZ_FN(cdist_backward));
+  impl(m, "_pdist_forward", LZ_FN(pdist_forward));
+  impl(m, "_pdist_backward", LZ_FN(pdist_backward));
 }
 
 }  // namespace lazyx_bridge

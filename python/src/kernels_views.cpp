@@ -30,7 +30,7 @@ Tensor as_strided_k(const Tensor& self, c10::SymIntArrayRef size, c10::SymIntArr
                     optional<c10::SymInt> offset) {
   int64_t off = offset.has_value() ? offset->expect_int() : self.storage_offset();
   return wrap_view(
-      as_strided(self, c10::asIntArrayRefSlow(size), c10::asIntArrayRefSlow(stride), off), self);
+      as_strided(self, C10_AS_INTARRAYREF_SLOW(size), C10_AS_INTARRAYREF_SLOW(stride), off), self);
 }
 Tensor transpose(const Tensor& self, int64_t d0, int64_t d1) {
   return wrap_view(lz(self).transpose(d0, d1), self);
@@ -101,20 +101,20 @@ Tensor squeeze_dim(const Tensor& self, int64_t dim) {
 }
 
 TORCH_LIBRARY_IMPL(aten, Lazy, m) {
-  m.impl("view", LZ_FN(view));
-  m.impl("_reshape_alias", LZ_FN(_reshape_alias));
-  m.impl("_unsafe_view", LZ_FN(_unsafe_view));
-  m.impl("alias", LZ_FN(alias));
-  m.impl("as_strided", LZ_FN(as_strided_k));
-  m.impl("transpose.int", LZ_FN(transpose));
-  m.impl("permute", LZ_FN(permute));
-  m.impl("expand", LZ_FN(expand));
-  m.impl("select.int", LZ_FN(select));
-  m.impl("slice.Tensor", LZ_FN(slice));
-  m.impl("unsqueeze", LZ_FN(unsqueeze));
-  m.impl("unfold", LZ_FN(unfold));
-  m.impl("squeeze", LZ_FN(squeeze));
-  m.impl("squeeze.dim", LZ_FN(squeeze_dim));
+  impl(m, "view", LZ_FN(view));
+  impl(m, "_reshape_alias", LZ_FN(_reshape_alias));
+  impl(m, "_unsafe_view", LZ_FN(_unsafe_view));
+  impl(m, "alias", LZ_FN(alias));
+  impl(m, "as_strided", LZ_FN(as_strided_k));
+  impl(m, "transpose.int", LZ_FN(transpose));
+  impl(m, "permute", LZ_FN(permute));
+  impl(m, "expand", LZ_FN(expand));
+  impl(m, "select.int", LZ_FN(select));
+  impl(m, "slice.Tensor", LZ_FN(slice));
+  impl(m, "unsqueeze", LZ_FN(unsqueeze));
+  impl(m, "unfold", LZ_FN(unfold));
+  impl(m, "squeeze", LZ_FN(squeeze));
+  impl(m, "squeeze.dim", LZ_FN(squeeze_dim));
 }
 
 }  // namespace

@@ -51,21 +51,38 @@ void rethrow_op_error(const lazyx::Error& e) { throw OpError(e.what()); }
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "lazyx: a lazy tensor engine as PyTorch's Lazy device";
+  // Kernels the installed torch refused (schema changes): one import error naming them all.
+  std::string refused;
+  for (const Registration& r : registrations()) {
+    if (!r.error.empty()) refused += "\n  aten::" + r.name + ": " + r.error;
+  }
+  if (!refused.empty()) {
+    throw py::import_error(
+        "[lazyx] built for torch " LAZYX_TORCH_VERSION ", but the installed torch " +
+        py::str(py::module_::import("torch").attr("__version__")).cast<std::string>() +
+        " rejects these kernels' signatures; rebuild lazyx against it (scripts/build.sh):" +
+        refused);
+  }
   register_foreach_kernels();
   register_composite_kernels();
   register_dist_bindings(m);
   register_diagnostics(m);
-  static py::exception<lazyx::Error> lazyx_error(m, "LazyxError", PyExc_RuntimeError);
-  lazyx_error_type = lazyx_error.ptr();
+  // The module's attribute keeps the type alive; no static Python object outlives the interpreter.
+  lazyx_error_type = py::exception<lazyx::Error>(m, "LazyxError", PyExc_RuntimeError).ptr();
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
     } catch (const lazyx::Error& e) {
-      lazyx_error(e.what());
+      PyErr_SetString(lazyx_error_type, e.what());
     }
   });
 
   m.def("device_type", []() { return std::string("lazy"); });
+  m.def("_registered_kernels", []() {
+    std::vector<std::string> names;
+    for (const Registration& r : registrations()) names.push_back(r.name);
+    return names;
+  });
   m.def("mark_step", []() {
     py::gil_scoped_release nogil;
     lazyx::mark_step();
