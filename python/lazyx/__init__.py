@@ -127,6 +127,15 @@ def mark_step() -> None:
         _C.mark_step()
 
 
+def _torch_lazy_mark_step(device: str = "", wait=False):
+    """torch._lazy.mark_step while lazyx is torch's lazy device: lazyx's step barrier (torch's
+    own code calls it, e.g. torch.testing's wrapper_set_seed on lazy outputs)."""
+    mark_step()
+
+
+torch._lazy.mark_step = _torch_lazy_mark_step
+
+
 def sync(tensors) -> None:
     """A partial sync of `tensors` (a tensor or a list). Never donates on its own."""
     with _C._SyncCause("partial sync"):

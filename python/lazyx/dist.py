@@ -200,11 +200,13 @@ def _create_process_group(store, rank, world_size, timeout):
             host = os.environ.get("LAZYX_DIST_HOST") or os.environ.get("MASTER_ADDR", "127.0.0.1")
             where = f"tcp://{host}:{_published_port(store, rank, 'lazyx_port')}"
         init(rank, world_size, where)
-    return _D.create_process_group(rank, world_size)
+    return _D.create_backend(rank, world_size)
 
 
+# One backend for device tensors (graph ops) and CPU tensors (Gloo at once, for torch's own
+# bookkeeping such as DDP's parameter checks).
 if _td.is_available() and "LAZYX" not in _td.Backend._plugins:
-    _td.Backend.register_backend("lazyx", _create_process_group)
+    _td.Backend.register_backend("lazyx", _create_process_group, devices=["lazy", "cpu"])
 
 
 def _worker(fn, rank, nprocs, env, args):

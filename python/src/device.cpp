@@ -48,8 +48,12 @@ const std::vector<Registration>& registrations() { return registration_list(); }
 
 // ---------------------------------------------------------------------------------------------
 // Storage and TensorImpl.
+// Its byte size is the root's (torch's composites read storage().nbytes(), e.g. to clone a view
+// with its strides); its data pointer stays null: the values live in the engine.
 LzStorage::LzStorage(lazyx::Tensor root_tensor)
-    : c10::StorageImpl(c10::StorageImpl::use_byte_size_t(), c10::SymInt(0),
+    : c10::StorageImpl(c10::StorageImpl::use_byte_size_t(),
+                       c10::SymInt(root_tensor.numel() *
+                                   static_cast<int64_t>(lazyx::dtype_size(root_tensor.dtype()))),
                        c10::DataPtr(nullptr, lazyx_bridge::device()), nullptr, /*resizable=*/false),
       root(std::move(root_tensor)) {}
 

@@ -1,4 +1,4 @@
-// lazyx._C._dist: lazyx::dist for Python, and the c10d process group behind the torch.distributed
+// lazyx._C._dist: lazyx::dist for Python, and the c10d::Backend behind the torch.distributed
 // backend "lazyx". Collectives on device tensors record graph ops (they run in the next program);
 // CPU tensors (torch's own bookkeeping, e.g. DDP's parameter shape check) go through Gloo at once.
 #include <lazyx/dist.h>
@@ -6,7 +6,7 @@
 #include <torch/csrc/utils/pybind.h>
 #include <torch/extension.h>
 
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include "kernels.h"
@@ -95,9 +95,9 @@ std::vector<at::Tensor> device_all_reduce(const std::vector<at::Tensor>& ts, ld:
   return r;
 }
 
-class LazyxProcessGroup : public c10d::ProcessGroup {
+class LazyxBackend : public c10d::Backend {
  public:
-  LazyxProcessGroup(int rank, int size) : c10d::ProcessGroup(rank, size) {}
+  LazyxBackend(int rank, int size) : c10d::Backend(rank, size) {}
   const std::string getBackendName() const override { return "lazyx"; }
 
   c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& ts,
@@ -267,23 +267,53 @@ void register_dist_bindings(py::module_& parent) {
     py::gil_scoped_release nogil;
     ld::barrier();
   });
-  // The process group of torch.distributed's "lazyx" backend (the lazyx group must be up).
-  m.def("create_process_group", [](int rank, int size) -> c10::intrusive_ptr<c10d::ProcessGroup> {
+  // The c10d::Backend of torch.distributed's "lazyx" backend (the lazyx group must be up).
+  m.def("create_backend", [](int rank, int size) -> c10::intrusive_ptr<c10d::Backend> {
     if (!ld::is_initialized() || ld::rank() != rank || ld::world_size() != size) {
       throw lazyx::Error("[dist] the lazyx group must be initialized as rank " +
                          std::to_string(rank) + " of " + std::to_string(size) +
                          " before its torch.distributed process group is made.");
     }
-    return c10::make_intrusive<LazyxProcessGroup>(rank, size);
+    return c10::make_intrusive<LazyxBackend>(rank, size);
   });
 }
 
 }  // namespace lazyx_bridge
 
 // DDP and torch.distributed call the c10d ops through the dispatcher; they have no autograd
-// kernel, so device tensors go straight to their backend kernel (the process group's method).
+// kernel, so device tensors go straight to their backend kernel.
 TORCH_LIBRARY_IMPL(c10d, AutogradLazy, m) {
-  for (const char* op : {"broadcast_", "allreduce_", "allgather_", "reduce_scatter_", "barrier"}) {
+  for (const char* op : {"c10d::broadcast_", "c10d::allreduce_", "c10d::allgather_",
+                         "c10d::reduce_scatter_", "c10d::barrier"}) {
     impl(m, op, torch::CppFunction::makeFallthrough());
   }
 }
+
+namespace {
+// torch's c10d kernels exist for CPU and other device keys, not for Lazy; the CPU one only picks
+// the group's backend for the device and calls it, and "lazyx" is that backend for both.
+void c10d_on_cpu_kernel(const c10::OperatorHandle& op, torch::jit::Stack* s) {
+  op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), s);
+}
+}  // namespace
+
+namespace lazyx_bridge {
+// Every c10d op with a CPU kernel and none for Lazy gets c10d_on_cpu_kernel (at module load).
+void register_c10d_kernels() {
+  static torch::Library* lib = nullptr;
+  if (lib != nullptr) return;
+  lib = new torch::Library(torch::Library::IMPL, "c10d", c10::DispatchKey::Lazy, __FILE__, __LINE__);
+  auto& dispatcher = c10::Dispatcher::singleton();
+  for (const c10::OperatorName& name : dispatcher.getAllOpNames()) {
+    if (name.name.rfind("c10d::", 0) != 0) continue;
+    auto op = dispatcher.findOp(name);
+    if (!op || op->hasKernelForDispatchKey(c10::DispatchKey::Lazy) ||
+        !op->hasKernelForDispatchKey(c10::DispatchKey::CPU)) {
+      continue;
+    }
+    std::string full =
+        name.name.substr(6) + (name.overload_name.empty() ? "" : "." + name.overload_name);
+    lib->impl(full.c_str(), torch::CppFunction::makeFromBoxedFunction<&c10d_on_cpu_kernel>());
+  }
+}
+}  // namespace lazyx_bridge

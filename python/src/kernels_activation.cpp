@@ -91,9 +91,9 @@ Tensor& logit_o(const Tensor& a, optional<double> eps, Tensor& out) {
 BWD(leaky_relu_backward, (, const c10::Scalar& s, bool), where(x.gt(0), g, g.mul(dbl(s))))
 BWD(hardtanh_backward, (, const c10::Scalar& lo, const c10::Scalar& hi),
     where(x.le(to_lz(lo)).logical_or(x.ge(to_lz(hi))), Scalar(0.0), g))
-// At x = 3 eager's vectorized loop gives grad (its scalar tail grad * 1.5): the former here.
+// torch 2.x: 0 up to and including -3, grad from 3 on, grad * (x / 3 + 1/2) between.
 BWD(hardswish_backward, (),
-    where(x.lt(-3.0), Scalar(0.0), where(x.lt(3.0), g.mul(x.div(3.0).add(0.5)), g)))
+    where(x.le(-3.0), Scalar(0.0), where(x.lt(3.0), g.mul(x.div(3.0).add(0.5)), g)))
 BWD(hardsigmoid_backward, (),
     where(x.gt(-3.0).logical_and(x.lt(3.0)), g.mul(kOneSixthF), Scalar(0.0)))
 BWD(softshrink_backward, (, const c10::Scalar& l),
@@ -159,26 +159,25 @@ Tensor glu_backward(const Tensor& grad, const Tensor& a, int64_t dim) {
   return wrap(down(lazyx::cat({ga, gb}, d), grad));
 }
 
-// prelu: weight per channel (dim 1), or one weight.
-LT channel_weight(const LT& w, int64_t ndim) {
-  if (w.numel() == 1 || ndim < 2) return w.reshape({});
-  lazyx::Shape s(static_cast<size_t>(ndim), 1);
-  s[1] = w.numel();
-  return w.reshape(s);
-}
-Tensor prelu(const Tensor& a, const Tensor& w) {
-  LT x = up(a), wb = channel_weight(up(w), a.dim());
+// prelu is composite since torch 2.0: it reshapes the weight to broadcast over self (same rank,
+// channels in dim 1) and calls _prelu_kernel, whose backward is _prelu_kernel_backward. Kernels
+// sit on those two, so autograd keeps prelu's gradient.
+Tensor prelu_kernel(const Tensor& a, const Tensor& w) {
+  LT x = up(a), wb = up(w);
   return wrap(down(where(x.gt(0), x, x.mul(wb)), a));
 }
-std::tuple<Tensor, Tensor> prelu_backward(const Tensor& grad, const Tensor& a, const Tensor& w) {
-  LT g = up(grad), x = up(a), wb = channel_weight(up(w), a.dim());
+std::tuple<Tensor, Tensor> prelu_kernel_backward(const Tensor& grad, const Tensor& a,
+                                                 const Tensor& w) {
+  LT g = up(grad), x = up(a), wb = up(w);
   LT gi = where(x.gt(0), g, g.mul(wb));
   LT gw_full = where(x.gt(0), Scalar(0.0), x.mul(g));
+  // The weight's gradient sums over the dims the weight was broadcast along.
   std::vector<int64_t> dims;
+  const int64_t lead = a.dim() - w.dim();
   for (int64_t k = 0; k < a.dim(); ++k) {
-    if (!(k == 1 && w.numel() > 1)) dims.push_back(k);
+    if (k < lead || (w.size(k - lead) == 1 && a.size(k) != 1)) dims.push_back(k);
   }
-  LT gw = dims.empty() ? gw_full : gw_full.sum(dims);
+  LT gw = dims.empty() ? gw_full : gw_full.sum(dims, true);
   return {wrap(down(gi, a)), wrap(down(gw.reshape(lz(w).sizes()), w))};
 }
 
@@ -234,8 +233,8 @@ TORCH_LIBRARY_IMPL(aten, Lazy, m) {
   impl(m, "log_sigmoid_backward", LZ_FN(log_sigmoid_backward));
   impl(m, "glu", LZ_FN(glu));
   impl(m, "glu_backward", LZ_FN(glu_backward));
-  impl(m, "prelu", LZ_FN(prelu));
-  impl(m, "prelu_backward", LZ_FN(prelu_backward));
+  impl(m, "_prelu_kernel", LZ_FN(prelu_kernel));
+  impl(m, "_prelu_kernel_backward", LZ_FN(prelu_kernel_backward));
   impl(m, "rrelu_with_noise", LZ_FN(rrelu_with_noise));
   impl(m, "rrelu_with_noise_", LZ_FN(rrelu_with_noise_));
 }

@@ -49,6 +49,11 @@ Tensor& index_fill_(Tensor& self, int64_t dim, const Tensor& index, const c10::S
 LT index_add_value(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source,
                    const c10::Scalar& alpha) {
   const int64_t d = wrap_dim(dim, self.dim());
+  bool same = source.dim() == self.dim();
+  for (int64_t k = 0; same && k < self.dim(); ++k) same = k == d || source.size(k) == self.size(k);
+  TORCH_CHECK(same, "[index_add] source tensor shape must match self tensor shape, excluding the "
+              "specified dimension. Got self.shape = ", self.sizes(), " source.shape = ",
+              source.sizes());
   LT src = v1(source);
   if (alpha.toDouble() != 1.0) src = src * to_lz(alpha);
   Shape at(static_cast<size_t>(src.dim()), 1);

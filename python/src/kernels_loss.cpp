@@ -248,6 +248,17 @@ Tensor embedding_bag_backward(const Tensor& grad, const Tensor& indices, const T
   gw.index_put_({idx}, rows, true);
   return wrap(gw);
 }
+// torch 2.x's entry point for embedding_bag's weight gradient: the dense one above.
+Tensor embedding_bag_backward_any(const Tensor& grad, const Tensor& indices, const Tensor&,
+                                  const Tensor& offset2bag, const Tensor& bag_size,
+                                  const Tensor& max_indices, c10::SymInt num_weights,
+                                  bool scale_grad, int64_t mode, bool sparse,
+                                  const optional<Tensor>& psw, int64_t padding_idx) {
+  TORCH_CHECK(!sparse, "[embedding_bag] sparse=True gives a sparse gradient, and sparse layouts "
+              "are not supported on the lazyx device; use sparse=False.");
+  return embedding_bag_backward(grad, indices, offset2bag, bag_size, max_indices,
+                                num_weights.expect_int(), scale_grad, mode, psw, padding_idx);
+}
 Tensor embedding_bag_psw_backward(const Tensor& grad, const Tensor& weight, const Tensor& indices,
                                   const Tensor&, const Tensor& offset2bag, int64_t mode,
                                   int64_t padding_idx) {
@@ -275,6 +286,7 @@ TORCH_LIBRARY_IMPL(aten, Lazy, m) {
   impl(m, "multilabel_margin_loss_backward", LZ_FN(multilabel_backward));
   impl(m, "_embedding_bag", LZ_FN(embedding_bag));
   impl(m, "_embedding_bag_dense_backward", LZ_FN(embedding_bag_backward));
+  impl(m, "_embedding_bag_backward", LZ_FN(embedding_bag_backward_any));
   impl(m, "_embedding_bag_per_sample_weights_backward", LZ_FN(embedding_bag_psw_backward));
 }
 

@@ -30,12 +30,11 @@ LT isin_lz(const LT& x, const LT& test, bool invert) {
   return invert ? count.eq(lazyx::Scalar(int64_t{0})) : count.ne(lazyx::Scalar(int64_t{0}));
 }
 
-// Eager's isin has no bool or 16-bit float kernels; fail as it does.
+// Eager's isin has no bool kernel (torch 2.x added the 16-bit floats); fail as it does.
 void check_isin_dtype(const Tensor& t) {
   const auto st = t.scalar_type();
-  TORCH_CHECK(st != at::kBool && st != at::kBFloat16 && st != at::kHalf,
-              "[isin] unsupported input dtype ", st,
-              "; convert the inputs to an integer or float32/float64 dtype");
+  TORCH_CHECK(st != at::kBool, "[isin] unsupported input dtype ", st,
+              "; convert the inputs to an integer or floating dtype");
 }
 
 Tensor isin_tt(const Tensor& x, const Tensor& test, bool, bool invert) {

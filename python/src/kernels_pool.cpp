@@ -145,9 +145,51 @@ Tensor pad_backward_k(const Tensor& grad, const Tensor& self, c10::IntArrayRef p
 
 }  // namespace
 
+// torch 2.x's batch-norm entry points, all on native_batch_norm: _batch_norm_with_update
+// (training; running statistics updated in place), _batch_norm_no_update, the
+// _native_batch_norm_legit pair, and batch_norm_backward. Their `reserve` is empty, as on CPU.
+using T4 = std::tuple<Tensor, Tensor, Tensor, Tensor>;
+Tensor empty_reserve() { return wrap(lazyx::zeros({0}, lazyx::kUInt8)); }
+T4 bn_with_update(const Tensor& in, const optional<Tensor>& w, const optional<Tensor>& b,
+                  Tensor& rm, Tensor& rv, double momentum, double eps) {
+  auto [o, mean, invstd] = lazyx_bridge::native_batch_norm(in, w, b, rm, rv, true, momentum, eps);
+  return {o, mean, invstd, empty_reserve()};
+}
+T4 bn_no_update(const Tensor& in, const optional<Tensor>& w, const optional<Tensor>& b,
+                const optional<Tensor>& rm, const optional<Tensor>& rv, double momentum,
+                double eps) {
+  // Without running statistics the batch's own are used, as eager does.
+  const bool batch_stats = !rm.has_value() || !rm->defined();
+  auto [o, mean, invstd] = lazyx_bridge::native_batch_norm(in, w, b, rm, rv, batch_stats, momentum, eps);
+  return {o, mean, invstd, empty_reserve()};
+}
+std::tuple<Tensor, Tensor, Tensor> bn_legit(const Tensor& in, const optional<Tensor>& w,
+                                            const optional<Tensor>& b, Tensor& rm, Tensor& rv,
+                                            bool training, double momentum, double eps) {
+  return lazyx_bridge::native_batch_norm(in, w, b, rm, rv, training, momentum, eps);
+}
+std::tuple<Tensor, Tensor, Tensor> bn_legit_no_stats(const Tensor& in, const optional<Tensor>& w,
+                                                     const optional<Tensor>& b, bool training,
+                                                     double momentum, double eps) {
+  return lazyx_bridge::native_batch_norm(in, w, b, c10::nullopt, c10::nullopt, training, momentum, eps);
+}
+std::tuple<Tensor, Tensor, Tensor> bn_backward(
+    const Tensor& grad, const Tensor& in, const Tensor& w, const optional<Tensor>& rm,
+    const optional<Tensor>& rv, const optional<Tensor>& save_mean,
+    const optional<Tensor>& save_var, bool update, double eps, std::array<bool, 3> mask,
+    const Tensor&) {
+  optional<Tensor> wo = w.defined() ? optional<Tensor>(w) : c10::nullopt;
+  return lazyx_bridge::native_batch_norm_backward(grad, in, wo, rm, rv, save_mean, save_var, update, eps, mask);
+}
+
 TORCH_LIBRARY_IMPL(aten, Lazy, m) {
   impl(m, "native_batch_norm", LZ_FN(native_batch_norm));
   impl(m, "native_batch_norm_backward", LZ_FN(native_batch_norm_backward));
+  impl(m, "_batch_norm_with_update", LZ_FN(bn_with_update));
+  impl(m, "_batch_norm_no_update", LZ_FN(bn_no_update));
+  impl(m, "_native_batch_norm_legit", LZ_FN(bn_legit));
+  impl(m, "_native_batch_norm_legit.no_stats", LZ_FN(bn_legit_no_stats));
+  impl(m, "batch_norm_backward", LZ_FN(bn_backward));
   impl(m, "native_group_norm", LZ_FN(native_group_norm));
   impl(m, "native_group_norm_backward", LZ_FN(native_group_norm_backward));
   impl(m, "max_pool2d_with_indices", LZ_FN(max_pool_with_indices));

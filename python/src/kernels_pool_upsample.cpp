@@ -78,36 +78,6 @@ Tensor trilinear_back(const Tensor& g, c10::SymIntArrayRef, c10::SymIntArrayRef 
   return up_back(g, in, InterpMode::Linear, align, {sc(d), sc(h), sc(w)});
 }
 
-// The .vec overloads (nearest 3-D has no composite one): output size from output_size or from
-// floor(input size * scale), as PyTorch's upsample::compute_output_size.
-Scales vec_scales(c10::optional<c10::ArrayRef<double>> s, size_t nd) {
-  Scales r(nd);
-  for (size_t i = 0; s.has_value() && i < nd && i < s->size(); ++i) r[i] = (*s)[i];
-  return r;
-}
-lazyx::Shape vec_out(const lazyx::Shape& in, at::OptionalSymIntArrayRef out,
-                     c10::optional<c10::ArrayRef<double>> s) {
-  if (out.has_value()) return to_shape(*out);
-  TORCH_CHECK(s.has_value() && s->size() + 2 == in.size(),
-              "[upsample] needs output_size or one scale factor per spatial dim; pass one.");
-  lazyx::Shape r;
-  for (size_t i = 0; i < s->size(); ++i) {
-    r.push_back(static_cast<int64_t>(static_cast<double>(in[i + 2]) * (*s)[i]));
-  }
-  return r;
-}
-template <InterpMode M>
-Tensor near3_vec(const Tensor& self, at::OptionalSymIntArrayRef out,
-                 c10::optional<c10::ArrayRef<double>> s) {
-  lazyx::Shape o = vec_out(to_shape(self.sizes()), out, s);
-  return wrap(lazyx::interpolate(lz(self), o, M, false, vec_scales(s, 3)));
-}
-template <InterpMode M>
-Tensor near3_vec_back(const Tensor& g, at::OptionalSymIntArrayRef, c10::SymIntArrayRef in,
-                      c10::optional<c10::ArrayRef<double>> s) {
-  return up_back(g, in, M, false, vec_scales(s, 3));
-}
-
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, Lazy, m) {
@@ -124,10 +94,6 @@ TORCH_LIBRARY_IMPL(aten, Lazy, m) {
   impl(m, "_upsample_nearest_exact1d_backward", LZ_FN(up1_back<E>));
   impl(m, "_upsample_nearest_exact2d_backward", LZ_FN(up2_back<E>));
   impl(m, "_upsample_nearest_exact3d_backward", LZ_FN(up3_back<E>));
-  impl(m, "upsample_nearest3d.vec", LZ_FN(near3_vec<N>));
-  impl(m, "upsample_nearest3d_backward.vec", LZ_FN(near3_vec_back<N>));
-  impl(m, "_upsample_nearest_exact3d.vec", LZ_FN(near3_vec<E>));
-  impl(m, "_upsample_nearest_exact3d_backward.vec", LZ_FN(near3_vec_back<E>));
   impl(m, "upsample_linear1d", LZ_FN(linear1d));
   impl(m, "upsample_linear1d_backward", LZ_FN(linear1d_back));
   impl(m, "upsample_bilinear2d", LZ_FN(interp2d<InterpMode::Linear>));

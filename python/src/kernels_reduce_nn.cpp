@@ -1,4 +1,5 @@
 // Kernels: reductions, norms, softmax, losses and layer norm, with their backward ops.
+#include <limits>
 #include <torch/library.h>
 
 #include <algorithm>
@@ -129,6 +130,24 @@ Tensor any_k(const Tensor& a) { return all_any_k(a, false); }
 
 Tensor _softmax(const Tensor& a, int64_t dim, bool) { return wrap(lz(a).softmax(dim)); }
 Tensor _log_softmax(const Tensor& a, int64_t dim, bool) { return wrap(lz(a).log_softmax(dim)); }
+// softmax whose rows of only -inf give zeros instead of NaN (attention with fully masked rows).
+Tensor safe_softmax(const Tensor& a, int64_t dim, optional<c10::ScalarType> dtype) {
+  LT x = lz(a);
+  if (dtype.has_value()) x = x.to(to_lz(*dtype));
+  const int64_t d = wrap_dim(dim, a.dim());
+  LT masked = x.eq(-std::numeric_limits<double>::infinity()).to(lazyx::kInt64).amin({d}, true);
+  return wrap(lazyx::where(masked.ne(0), lazyx::Scalar(0.0), x.softmax(d)));
+}
+// channel_shuffle: channels (dim 1) seen as [groups, C / groups], transposed.
+Tensor channel_shuffle(const Tensor& a, c10::SymInt groups_sym) {
+  const int64_t g = groups_sym.expect_int();
+  TORCH_CHECK(a.dim() >= 3 && g > 0 && a.size(1) % g == 0, "[channel_shuffle] expected a tensor "
+              "of rank 3 or more whose channels (dim 1) divide into ", g, " groups, got shape ",
+              a.sizes(), ".");
+  std::vector<int64_t> split{a.size(0), g, a.size(1) / g};
+  for (int64_t k = 2; k < a.dim(); ++k) split.push_back(a.size(k));
+  return wrap(lz(a).reshape(split).transpose(1, 2).reshape(to_shape(a.sizes())));
+}
 Tensor _softmax_backward_data(const Tensor& grad, const Tensor& out, int64_t dim, c10::ScalarType) {
   LT g = lz(grad), y = lz(out);
   return wrap(y.mul(g.sub(g.mul(y).sum({dim}, true))));
@@ -264,6 +283,8 @@ TORCH_LIBRARY_IMPL(aten, Lazy, m) {
   impl(m, "any", LZ_FN(any_k));
   // Softmax.
   impl(m, "_softmax", LZ_FN(_softmax));
+  impl(m, "_safe_softmax", LZ_FN(safe_softmax));
+  impl(m, "channel_shuffle", LZ_FN(channel_shuffle));
   impl(m, "_log_softmax", LZ_FN(_log_softmax));
   impl(m, "_softmax_backward_data", LZ_FN(_softmax_backward_data));
   impl(m, "_log_softmax_backward_data", LZ_FN(_log_softmax_backward_data));

@@ -223,9 +223,10 @@ Tensor histc(const Tensor& self, int64_t bins, const c10::Scalar& mn, const c10:
   LT same = lo.eq(hi);
   lo = lazyx::where(same, lo.sub(1.0), lo);
   hi = lazyx::where(same, hi.add(1.0), hi);
-  // In eager's order and the input's dtype, (x - lo) / (hi - lo) * bins, so 16-bit inputs round
-  // where eager's do; a value that rounds up to the top edge (hi itself) counts in the last bin.
-  LT pos = x.sub(lo).div(hi.sub(lo)).mul(static_cast<double>(bins)).to(lazyx::kInt64);
+  // In eager's order and the input's dtype (torch 2.x's histogramdd kernel), (x - lo) * bins /
+  // (hi - lo), so 16-bit inputs round where eager's do; a value at the top edge (hi itself)
+  // counts in the last bin.
+  LT pos = x.sub(lo).mul(static_cast<double>(bins)).div(hi.sub(lo)).to(lazyx::kInt64);
   pos = lazyx::where(pos.ge(li(bins)), lazyx::full({}, li(bins - 1), lazyx::kInt64), pos);
   LT ok = x.ge(lo).logical_and(x.le(hi));
   pos = lazyx::where(ok, pos, lazyx::zeros({}, lazyx::kInt64));

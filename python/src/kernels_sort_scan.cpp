@@ -251,11 +251,7 @@ std::vector<int64_t> dims_or_all(at::OptionalIntArrayRef dim, int64_t rank) {
 }
 TT aminmax_k(const Tensor& s, optional<int64_t> dim, bool keepdim) {
   LT x = lz(s);
-  if (s.dim() == 0) {
-    // Eager gives shape [1] for a 0-d input with a dim and keepdim (its out= resize warns).
-    if (dim.has_value() && keepdim) x = x.reshape({1});
-    return {wrap(x.clone()), wrap(x.clone())};
-  }
+  if (s.dim() == 0) return {wrap(x.clone()), wrap(x.clone())};  // 0-d, with or without keepdim
   std::vector<int64_t> dims;
   if (dim.has_value()) dims = {wrap_dim(*dim, s.dim())};
   return {wrap(x.amin(dims, keepdim)), wrap(x.amax(dims, keepdim))};

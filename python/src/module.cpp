@@ -46,6 +46,7 @@ py::dict memory_stats_dict() {
 
 namespace lazyx_bridge {
 void register_dist_bindings(py::module_& m);  // dist_bindings.cpp
+void register_c10d_kernels();                 // dist_bindings.cpp
 void rethrow_op_error(const lazyx::Error& e) { throw OpError(e.what()); }
 }  // namespace lazyx_bridge
 
@@ -66,6 +67,7 @@ PYBIND11_MODULE(_C, m) {
   register_foreach_kernels();
   register_composite_kernels();
   register_dist_bindings(m);
+  register_c10d_kernels();
   register_diagnostics(m);
   // The module's attribute keeps the type alive; no static Python object outlives the interpreter.
   lazyx_error_type = py::exception<lazyx::Error>(m, "LazyxError", PyExc_RuntimeError).ptr();

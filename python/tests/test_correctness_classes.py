@@ -257,12 +257,21 @@ def test_zero_dim_index_ops(case):
     i, i0 = torch.tensor([0]), torch.tensor(0)
     fns = {"gather": lambda s, i, i0: (s.gather(0, i), s.gather(0, i0)),
            "index_select": lambda s, i, i0: (s.index_select(0, i), s.index_select(0, i0)),
-           "index_add": lambda s, i, i0: (s.index_add(0, i, s.reshape(1) * 2),
-                                          s.index_add(0, i, s)),
+           "index_add": lambda s, i, i0: (s.index_add(0, i, s * 2), s.index_add(0, i, s)),
            "index_copy": lambda s, i, i0: (s.clone().index_copy_(0, i, s.reshape(1) * 3),),
            "scatter_add": lambda s, i, i0: (s.scatter_add(0, i, s.reshape(1)),)}
     for d, c in zip(fns[case](s.to(DEV), i.to(DEV), i0.to(DEV)), fns[case](s, i, i0)):
         close(d, c)
+
+
+def test_index_add_refuses_the_shapes_eager_refuses():
+    # torch 2.x: source must have self's rank and sizes but in dim (a 0-d self takes a 0-d source).
+    for self_shape, src_shape in (((), (1,)), ((3,), ()), ((2, 3), (1, 4))):
+        s, src, i = torch.zeros(self_shape), torch.ones(src_shape), torch.tensor([0])
+        with pytest.raises(RuntimeError, match="source tensor shape must match"):
+            s.index_add(0, i, src)
+        with pytest.raises(RuntimeError, match=r"\[index_add\] source tensor shape must match"):
+            s.to(DEV).index_add(0, i.to(DEV), src.to(DEV))
 
 
 def test_tensor_split_with_device_indices():

@@ -185,7 +185,8 @@ def test_profile_is_chrome_trace_json(tmp_path):
     syncs = [e for e in events if e["cat"] == "sync"]
     assert all("cause" in e["args"] and "graph" in e["args"] for e in syncs)
     marks = [e for e in syncs if e["args"]["cause"] == "user mark_step"]
-    assert [e["args"]["cache_hit"] for e in marks[:3]] == [False, False, True]
+    # zero_grad() sets grads to None (torch 2.x's default), so every step is the first one's graph.
+    assert [e["args"]["cache_hit"] for e in marks[:3]] == [False, True, True]
     assert any(HERE in f for e in marks for f in e["args"]["frames"])
     with pytest.raises(lazyx.LazyxError, match="no profile"):
         lazyx._C.profile_end()

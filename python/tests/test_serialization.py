@@ -154,7 +154,11 @@ def test_whole_module_save_and_deepcopy(dev):
     model = make_model(dev)
     x = torch.randn(4, 8).to(dev)
     want = model(x).detach().cpu()
-    for m2 in (round_trip(model), copy.deepcopy(model)):
+    # A whole module is arbitrary pickled code: torch.load refuses it unless weights_only=False,
+    # on the CPU as here (the default weights_only=True covers tensors and state_dicts).
+    with pytest.raises(Exception, match="weights_only"):
+        round_trip(model)
+    for m2 in (round_trip(model, weights_only=False), copy.deepcopy(model)):
         assert next(m2.parameters()).device == x.device
         assert isinstance(m2[0].weight, nn.Parameter) and m2[0].weight.requires_grad
         assert torch.allclose(m2(x).detach().cpu(), want)
@@ -187,3 +191,17 @@ def test_copy_copy_of_device_tensor_is_a_copy(dev):
     assert c.device == t.device and c.cpu().tolist() == [0.0, 1.0, 2.0]
     t.add_(1)
     assert c.cpu().tolist() == [0.0, 1.0, 2.0]
+
+
+def test_load_with_map_location_both_ways(dev):
+    # torch.load's default weights_only=True: CPU checkpoints onto the device and device
+    # checkpoints onto the CPU, with map_location.
+    sd = {"w": sample(torch.float32), "n": torch.arange(6)}
+    on_dev = round_trip(sd, map_location=dev)
+    assert all(v.device == dev for v in on_dev.values())
+    for k in sd:
+        assert torch.equal(on_dev[k].cpu(), sd[k])
+    back = round_trip({k: v.to(dev) for k, v in sd.items()}, map_location="cpu")
+    assert all(v.device.type == "cpu" for v in back.values())
+    for k in sd:
+        assert torch.equal(back[k], sd[k])

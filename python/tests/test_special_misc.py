@@ -41,7 +41,8 @@ def test_equal_nan_is_not_equal():
     assert torch.equal(x.to(DEV), x.to(DEV)) == torch.equal(x, x)
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64, torch.uint8])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64, torch.uint8,
+                                   torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("invert", [False, True])
 def test_isin_matches_eager(dtype, invert):
     torch.manual_seed(1)
@@ -57,7 +58,7 @@ def test_isin_matches_eager(dtype, invert):
     assert fallbacks() == before
 
 
-@pytest.mark.parametrize("dtype", [torch.bool, torch.bfloat16])
+@pytest.mark.parametrize("dtype", [torch.bool])
 def test_isin_rejects_dtypes_eager_rejects(dtype):
     x = make((3,), dtype)
     with pytest.raises(RuntimeError):
@@ -203,7 +204,13 @@ def test_orthogonal_polynomials_match_eager(fn, dtype):
     fn(x.to(DEV), n.to(DEV), out=out)
     assert fallbacks() == before
     close(got, eager(fn, dtype, x, n), dtype)
-    close(got_ns, eager(fn, dtype, x, 9), dtype)
+    # torch 2.13's scalar-degree path answers x = NaN with the value at x = 1 for some kinds
+    # (U_9(NaN) = 10), where its tensor-degree path, like lazyx for both, gives NaN: compare the
+    # others, and NaN in gives NaN out.
+    want_ns = eager(fn, dtype, x, 9)
+    real = ~torch.isnan(x)
+    close(got_ns[real[:, 0]], want_ns[real[:, 0]], dtype)
+    assert torch.isnan(got_ns[~real[:, 0]].cpu()).all()
     # A Python number takes the tensor's dtype: 0.3 is float32's 0.3 in float32.
     close(got_xs, eager(fn, dtype, torch.tensor(0.3, dtype=dtype).item(), n), dtype)
     close(out, eager(fn, dtype, x, n), dtype)

@@ -70,6 +70,8 @@ ir::NodePtr scatter_node(Op kind, const char* op, const TensorImpl& self, int64_
   int64_t d = ir::wrap_dim(op, dim, rank);
   const TensorImpl& ii = index_arg(op, index, rank ? self.sizes()[d] : 1);
   const TensorImpl& si = impl_of(op, src);
+  // PyTorch checks no shapes for an empty index, and the scatter writes nothing.
+  if (ir::shape_numel(ii.sizes()) == 0) return self.value(op);
   check_scatter_shapes(op, self.sizes(), ii.sizes(), si.sizes(), d);
   ir::Attrs a;
   a.i0 = d;

@@ -151,9 +151,13 @@ LAZYX_UNARY(atanh, Atanh)
 #undef LAZYX_UNARY
 
 Tensor sinc(const Tensor& x) {
-  Tensor xf = is_floating(x.dtype()) ? x : x.to(kFloat32);
+  // Integers in float32; 16-bit floats in float32, rounded once (PyTorch's opmath type).
+  const Dtype d = x.dtype();
+  const bool half = d == kFloat16 || d == kBFloat16;
+  Tensor xf = is_floating(d) && !half ? x : x.to(kFloat32);
   Tensor px = xf.mul(kPi);
-  return where(xf.eq(0), Scalar(1.0), px.sin().div(px));
+  Tensor r = where(xf.eq(0), Scalar(1.0), px.sin().div(px));
+  return half ? r.to(d) : r;
 }
 
 Tensor isinf(const Tensor& x) {

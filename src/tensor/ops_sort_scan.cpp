@@ -183,6 +183,7 @@ Tensor scatter_reduce(const Tensor& x, int64_t dim, const Tensor& index, const T
   const int64_t rank = static_cast<int64_t>(self.sizes().size());
   const int64_t d = ir::wrap_dim(op, dim, rank);
   if (ii.dtype() != kInt64) ir::fail(op, "index must be an int64 tensor; call .to(kInt64).");
+  if (ir::shape_numel(ii.sizes()) == 0) return make_tensor(self.value(op));  // writes nothing
   check_scatter_shapes(op, self.sizes(), ii.sizes(), si.sizes(), d);
   ir::Attrs a;
   a.i0 = d;

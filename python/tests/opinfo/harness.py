@@ -33,8 +33,6 @@ RANDOM_WORDS = ("rand", "dropout", "uniform", "normal", "bernoulli", "multinomia
 
 
 def _import_op_db():
-    if HERE not in sys.path:
-        sys.path.insert(0, HERE)  # the expecttest stand-in
     from torch.testing._internal.common_methods_invocations import op_db
     return op_db
 
