@@ -1,6 +1,8 @@
 // Kernels: creation, copies between the host and the device, fills and random numbers.
 #include <torch/library.h>
 
+#include <cmath>
+
 #include "diag_bridge.h"
 #include "kernels.h"
 
@@ -175,6 +177,36 @@ Tensor& uniform_(Tensor& self, double from, double to, optional<at::Generator> g
   return assign(self, r, true);
 }
 
+// The other distributions by inverting uniform draws u in [0, 1) (float64 inside, rounded once).
+LT uniform_like(const Tensor& self, optional<at::Generator> gen) {
+  seed_from_torch(gen);
+  return lazyx::rand(lz_impl(self)->tensor().sizes(), lazyx::kFloat64);
+}
+Tensor& set_drawn(Tensor& self, const LT& r) {
+  return assign(self, r.to(lz_impl(self)->tensor().dtype()), true);
+}
+Tensor& exponential_(Tensor& self, double lambd, optional<at::Generator> gen) {
+  TORCH_CHECK(lambd > 0, "[exponential_] expects lambda > 0.0, but found lambda=", lambd);
+  return set_drawn(self, lazyx::log1p(uniform_like(self, gen).neg()).div(-lambd));
+}
+Tensor& cauchy_(Tensor& self, double median, double sigma, optional<at::Generator> gen) {
+  TORCH_CHECK(sigma > 0, "[cauchy_] expects sigma > 0.0, but found sigma=", sigma);
+  LT t = lazyx::tan(uniform_like(self, gen).sub(0.5).mul(M_PI));
+  return set_drawn(self, t.mul(sigma).add(median));
+}
+Tensor& log_normal_(Tensor& self, double mean, double std, optional<at::Generator> gen) {
+  TORCH_CHECK(std > 0, "[log_normal_] expects std > 0.0, but found std=", std);
+  seed_from_torch(gen);
+  LT n = lazyx::randn(lz_impl(self)->tensor().sizes(), lazyx::kFloat64);
+  return set_drawn(self, n.mul(std).add(mean).exp());
+}
+// The number of Bernoulli(p) trials up to the first success: floor(log(1 - u) / log(1 - p)) + 1.
+Tensor& geometric_(Tensor& self, double p, optional<at::Generator> gen) {
+  TORCH_CHECK(p > 0 && p < 1, "[geometric_] expects p to be in (0, 1), but got p=", p);
+  LT k = lazyx::floor(lazyx::log1p(uniform_like(self, gen).neg()).div(std::log1p(-p)));
+  return set_drawn(self, k.add(1.0));
+}
+
 Tensor& random_range(Tensor& self, int64_t from, int64_t to, optional<at::Generator> gen) {
   seed_from_torch(gen);
   LT t = lz_impl(self)->tensor();
@@ -231,6 +263,10 @@ TORCH_LIBRARY_IMPL(aten, Lazy, m) {
   impl(m, "zero_", LZ_FN(zero_));
   impl(m, "normal_", LZ_FN(normal_));
   impl(m, "uniform_", LZ_FN(uniform_));
+  impl(m, "exponential_", LZ_FN(exponential_));
+  impl(m, "cauchy_", LZ_FN(cauchy_));
+  impl(m, "log_normal_", LZ_FN(log_normal_));
+  impl(m, "geometric_", LZ_FN(geometric_));
   impl(m, "random_.from", LZ_FN(random_from));
   impl(m, "random_.to", LZ_FN(random_to));
   impl(m, "random_", LZ_FN(random_all));

@@ -210,12 +210,15 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> embedding_bag(
                            b.idx.index_select(0, arg.reshape({b.B * D})).reshape({b.B, D}));
     return {wrap(out), wrap(b.o2b), wrap(bag_size), wrap(maxi)};
   }
-  LT r = rows.mul(vf);
-  if (has(psw)) r = r.mul(lz(*psw).unsqueeze(1));
-  LT out = lazyx::zeros({b.B, D}, w.dtype());
+  // Sums of 16-bit rows accumulate in float32 and round once, as eager's do.
+  const bool half = w.dtype() == lazyx::kFloat16 || w.dtype() == lazyx::kBFloat16;
+  const lazyx::Dtype acc = half ? lazyx::kFloat32 : w.dtype();
+  LT r = rows.to(acc).mul(vf.to(acc));
+  if (has(psw)) r = r.mul(lz(*psw).to(acc).unsqueeze(1));
+  LT out = lazyx::zeros({b.B, D}, acc);
   out.index_put_({b.o2b}, r, true);
-  if (mode == 1) out = out.div(bag_size.clamp(li(1), std::nullopt).to(w.dtype()).unsqueeze(1));
-  return {wrap(out), wrap(b.o2b), wrap(bag_size), wrap(bag_size.clone())};
+  if (mode == 1) out = out.div(bag_size.clamp(li(1), std::nullopt).to(acc).unsqueeze(1));
+  return {wrap(out.to(w.dtype())), wrap(b.o2b), wrap(bag_size), wrap(bag_size.clone())};
 }
 Tensor embedding_bag_backward(const Tensor& grad, const Tensor& indices, const Tensor& offset2bag,
                               const Tensor& bag_size, const Tensor& max_indices,

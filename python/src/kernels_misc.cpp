@@ -136,7 +136,7 @@ std::tuple<Tensor, Tensor> native_dropout(const Tensor& input, double p,
 }
 
 Tensor native_dropout_backward(const Tensor& grad, const Tensor& mask, double scale) {
-  return grad.mul(mask).mul_(scale);
+  return grad.mul(mask).mul(scale);  // integer grads promote to floats, as eager's do
 }
 
 }  // namespace

@@ -71,6 +71,15 @@ std::tuple<Tensor, Tensor, Tensor> native_group_norm_backward(
 std::tuple<Tensor, Tensor> max_pool_with_indices(const Tensor& self, c10::IntArrayRef k,
                                                  c10::IntArrayRef s, c10::IntArrayRef p,
                                                  c10::IntArrayRef d, bool ceil) {
+  if (!self.is_floating_point()) {
+    // The engine pools floating point values; eager's integer pooling runs on CPU.
+    const bool three = k.size() == 3;
+    lazyx::metrics::add_counter(three ? "aten::max_pool3d_with_indices"
+                                      : "aten::max_pool2d_with_indices");
+    auto [v, i] = three ? at::max_pool3d_with_indices(to_cpu(self), k, s, p, d, ceil)
+                        : at::max_pool2d_with_indices(to_cpu(self), k, s, p, d, ceil);
+    return {to_device(v), to_device(i)};
+  }
   auto [v, i] = lazyx::max_pool(lz(self), params(k, s, p, d, ceil));
   return {wrap(v), wrap(i)};
 }

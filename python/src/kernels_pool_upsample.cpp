@@ -62,6 +62,13 @@ Tensor linear1d_back(const Tensor& g, c10::SymIntArrayRef, c10::SymIntArrayRef i
 template <InterpMode M>
 Tensor interp2d(const Tensor& self, c10::SymIntArrayRef out, bool align, optional<double> h,
                 optional<double> w) {
+  if (!self.is_floating_point()) {
+    // Eager resamples uint8 images with its own integer rounding: run its kernel on CPU.
+    const bool cubic = M == InterpMode::Cubic;
+    lazyx::metrics::add_counter(cubic ? "aten::upsample_bicubic2d" : "aten::upsample_bilinear2d");
+    return to_device(cubic ? at::upsample_bicubic2d_symint(to_cpu(self), out, align, h, w)
+                           : at::upsample_bilinear2d_symint(to_cpu(self), out, align, h, w));
+  }
   return up(self, out, M, align, {sc(h), sc(w)});
 }
 template <InterpMode M>

@@ -73,7 +73,12 @@ Tensor logsumexp(const Tensor& a, c10::IntArrayRef dim, bool keepdim) {
 }
 
 // Vector norms (clip_grad_norm_ calls these every step, so they must not fall back).
+// 16-bit floats accumulate in float32 and round once, as eager does (their squares overflow).
 LT vector_norm(LT x, double p, const std::vector<int64_t>& dims, bool keepdim) {
+  const lazyx::Dtype d = x.dtype();
+  if (d == lazyx::kFloat16 || d == lazyx::kBFloat16) {
+    return vector_norm(x.to(lazyx::kFloat32), p, dims, keepdim).to(d);
+  }
   if (!lazyx::is_floating(x.dtype())) x = x.to(lazyx::kFloat32);
   if (p == 2.0) return x.mul(x).sum(dims, keepdim).sqrt();
   if (p == 1.0) return x.abs().sum(dims, keepdim);

@@ -20,7 +20,10 @@ DTYPES = ["float32", "float64", "bfloat16", "float16", "int64", "int32", "int16"
           "bool"]
 # Ops whose outputs are uninitialized memory: only shapes and dtypes are compared.
 UNINIT = {"empty", "empty_like", "new_empty", "new_empty_strided", "empty_strided", "resize_",
-          "resize_as_"}
+          "resize_as_", "empty_permuted"}
+# In-place sampling with heavy or discrete tails: one sample's mean and std cannot tell the
+# distribution (Cauchy has neither); shapes only here, quantiles in test_distributions.py.
+SAMPLED = {"cauchy", "exponential", "geometric", "log_normal"}
 # Ops whose result is defined by the input's storage layout: the non-contiguous mode would compare
 # the device's strided view with eager's contiguous tensor, and eager's own backward of
 # as_strided_scatter reads uninitialized memory (two eager runs can agree by chance), so they run
@@ -259,7 +262,11 @@ def _run_sample(op, dtype, s, dev, errors, wrongs, mode=""):
     """Forward, backward and in place for one sample; eager failures skip the part."""
     import torch
     import lazyx
-    stats = "shape" if op.name in UNINIT else None
+    stats = "shape" if op.name in UNINIT or op.name in SAMPLED else None
+    if op.name == "nn.functional.scaled_dot_product_attention":
+        # With dropout each output row is a sum over rows masked at random: too correlated for a
+        # mean/std test on one sample, so only shapes; without it values compare exactly.
+        stats = "shape" if s.kwargs.get("dropout_p", 0.0) > 0 else "values"
     parts = [("forward", _call)]
     if op.inplace_variant is not None and isinstance(s.input, torch.Tensor):
         parts.append(("inplace", _call_inplace))
