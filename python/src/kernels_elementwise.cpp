@@ -190,13 +190,14 @@ Tensor& addcdiv_(Tensor& s, const Tensor& t1, const Tensor& t2, const c10::Scala
   t.add_(lz(t1).div(lz(t2)), to_lz(v));
   return s;
 }
+// Eager's formula (lazyx::lerp): from `end` back for |w| >= 0.5, so lerp(a, b, 1) is b exactly
+// and infinities give eager's NaNs.
 Tensor lerp_s(const Tensor& s, const Tensor& e, const c10::Scalar& w) {
-  LT a = lz(s);
-  return wrap(a.add(lz(e).sub(a), to_lz(w)));
+  return wrap(lazyx::lerp(lz(s), lz(e), to_lz(w)));
 }
 Tensor& lerp__s(Tensor& s, const Tensor& e, const c10::Scalar& w) {
   LT a = lz(s);
-  a.add_(lz(e).sub(a), to_lz(w));
+  a.copy_(lazyx::lerp(a, lz(e), to_lz(w)));
   return s;
 }
 

@@ -207,7 +207,11 @@ void foreach_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const size_t n = op.schema().arguments().size();
   std::vector<c10::IValue> src(stack->end() - static_cast<std::ptrdiff_t>(n), stack->end());
   torch::jit::drop(*stack, n);
-  const std::vector<Tensor> self = src[0].toTensorVector();
+  // The list the op loops over: the first argument, or the first list after a scalar
+  // (_foreach_pow.ScalarAndTensor(Scalar self, Tensor[] exponent)).
+  size_t lead = 0;
+  while (lead + 1 < n && !src[lead].isTensorList()) ++lead;
+  const std::vector<Tensor> self = src[lead].toTensorVector();
   const size_t count = self.size();
   const auto& targs = target->schema().arguments();
   // Each argument of the per-tensor op, unpacked once: per_elem[j][i] for lists, same[j] for
@@ -222,7 +226,7 @@ void foreach_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     }
     const c10::IValue& v = src[j];
     std::vector<c10::IValue>& l = per_elem[j];
-    if (j == 0) {
+    if (j == lead) {
       l.assign(self.begin(), self.end());
     } else if (v.isTensorList()) {
       for (const Tensor& t : v.toTensorVector()) l.emplace_back(t);
