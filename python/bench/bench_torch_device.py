@@ -9,9 +9,8 @@
    (64-128-64-10, batch 64) and a wide MLP (784-2048-2048-10, batch 64, random data): lazyx vs
    torch eager on CPU with the same thread count.
 3. The digits MLP step split into phases (zero_grad, forward, backward, opt.step, mark_step and
-   the step report's execute time), eager vs lazyx. On lazyx, backward runs on torch's autograd
-   thread for the device (torch 1.13 keeps only CPU, meta and lazy backward on the caller's
-   thread), so its phase includes two thread wake-ups.
+   the step report's execute time), eager vs lazyx. Backward runs on the calling thread for the
+   lazy device, as for CPU.
 """
 import argparse
 import os

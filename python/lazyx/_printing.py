@@ -1,6 +1,6 @@
 """Printing of lazyx device tensors: one partial sync, reported as a read by printing.
 
-torch 1.13's formatter (``torch._tensor_str._str_intern``) copies a lazy tensor to CPU before it
+torch's formatter (``torch._tensor_str._str_intern``) copies a lazy tensor to CPU before it
 runs the ops that format it (``masked_select``, ``ceil``, slicing for summaries), so printing is
 one partial sync of the printed tensor; the suffixes (device, dtype, grad_fn) still come from the
 device tensor. The hook below only names that sync's cause, "value read by printing", for the

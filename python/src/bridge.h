@@ -1,4 +1,4 @@
-// The PyTorch bridge: lazyx as PyTorch's Lazy device ("lazy", the key torch 1.13 reserves for
+// The PyTorch bridge: lazyx as PyTorch's Lazy device ("lazy", the key torch reserves for
 // lazy tensor engines: it runs their backward on the calling thread, not a device thread).
 //
 // Every device tensor is an LzTensorImpl, a c10::TensorImpl that holds a lazyx::Tensor handle and
@@ -85,7 +85,7 @@ lazyx::Tensor as_strided(const at::Tensor& self, c10::IntArrayRef sizes, c10::In
 // Registers the native _foreach_* kernels (a loop over the per-tensor op). Their names are only
 // known once libtorch has registered its schemas, so the module calls this when it loads.
 void register_foreach_kernels();
-// Runs the CompositeExplicitAutogradNonFunctional kernels torch 1.13 leaves out for the Lazy key.
+// Runs the CompositeExplicitAutogradNonFunctional kernels torch leaves out for the Lazy key.
 void register_composite_kernels();
 
 }  // namespace lazyx_bridge

@@ -300,20 +300,8 @@ void c10d_on_cpu_kernel(const c10::OperatorHandle& op, torch::jit::Stack* s) {
 namespace lazyx_bridge {
 // Every c10d op with a CPU kernel and none for Lazy gets c10d_on_cpu_kernel (at module load).
 void register_c10d_kernels() {
-  static torch::Library* lib = nullptr;
-  if (lib != nullptr) return;
-  lib = new torch::Library(torch::Library::IMPL, "c10d", c10::DispatchKey::Lazy, __FILE__, __LINE__);
-  auto& dispatcher = c10::Dispatcher::singleton();
-  for (const c10::OperatorName& name : dispatcher.getAllOpNames()) {
-    if (name.name.rfind("c10d::", 0) != 0) continue;
-    auto op = dispatcher.findOp(name);
-    if (!op || op->hasKernelForDispatchKey(c10::DispatchKey::Lazy) ||
-        !op->hasKernelForDispatchKey(c10::DispatchKey::CPU)) {
-      continue;
-    }
-    std::string full =
-        name.name.substr(6) + (name.overload_name.empty() ? "" : "." + name.overload_name);
-    lib->impl(full.c_str(), torch::CppFunction::makeFromBoxedFunction<&c10d_on_cpu_kernel>());
-  }
+  register_boxed_for_lazy<&c10d_on_cpu_kernel>("c10d", [](const c10::OperatorHandle& op) {
+    return op.hasKernelForDispatchKey(c10::DispatchKey::CPU);
+  });
 }
 }  // namespace lazyx_bridge

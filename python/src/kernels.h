@@ -28,6 +28,24 @@ void impl(torch::Library& m, const char* name, F&& f) {
     note_registration(name, e.what_without_backtrace());
   }
 }
+// Registers the boxed kernel F for the Lazy key on every op of namespace `ns` that has no Lazy
+// kernel yet and that `want` accepts (at module load, after the static registrations).
+template <auto F>
+void register_boxed_for_lazy(const char* ns, bool (*want)(const c10::OperatorHandle&)) {
+  auto* lib = new torch::Library(torch::Library::IMPL, ns, c10::DispatchKey::Lazy, __FILE__,
+                                 __LINE__);  // lives as long as the process: torch keeps its kernels
+  const std::string prefix = std::string(ns) + "::";
+  auto& dispatcher = c10::Dispatcher::singleton();
+  for (const c10::OperatorName& name : dispatcher.getAllOpNames()) {
+    if (name.name.rfind(prefix, 0) != 0) continue;
+    auto op = dispatcher.findOp(name);
+    if (!op || op->hasKernelForDispatchKey(c10::DispatchKey::Lazy) || !want(*op)) continue;
+    std::string full = name.name.substr(prefix.size()) +
+                       (name.overload_name.empty() ? "" : "." + name.overload_name);
+    lib->impl(full.c_str(), torch::CppFunction::makeFromBoxedFunction<F>());
+  }
+}
+
 struct Registration {
   std::string name;   // as registered: "add.Tensor"
   std::string error;  // empty when torch took the kernel
@@ -81,6 +99,9 @@ at::Tensor& write_out(at::Tensor& out, LT r);
 // sum(a * b) in the operands' dtype, as eager's dot and vdot give it: an integer sum wraps in
 // that dtype (kernels_linalg.cpp).
 LT dot_same_dtype(const at::Tensor& a, const at::Tensor& b);
+
+// pow(x, e) for a scalar e as eager's CPU kernel computes it (kernels_elementwise.cpp).
+LT pow_scalar(const LT& x, const c10::Scalar& e);
 
 // dst <- src, any direction between CPU and the device.
 void copy_impl(const at::Tensor& dst, const at::Tensor& src);

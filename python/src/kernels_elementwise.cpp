@@ -109,9 +109,30 @@ void check_int_pow(const Tensor& a, const c10::Scalar& e) {
   TORCH_CHECK(!(c10::isIntegralType(a.scalar_type(), true) && e.isIntegral(true) && e.toLong() < 0),
               "Integers to negative integer powers are not allowed.");
 }
+}  // namespace
+
+// pow with a scalar exponent of a floating tensor as eager's CPU kernel computes it: sqrt, rsqrt
+// and 1 / x for 0.5, -0.5 and -1 (not in float16), x * x, x * x * x and 1 / (x * x) for 2, 3 and
+// -2, pow otherwise. The results differ in the last bit, in signs of zero and at infinities.
+LT pow_scalar(const LT& x, const c10::Scalar& e) {
+  if (!lazyx::is_floating(x.dtype()) || e.isComplex() || e.isBoolean()) return x.pow(to_lz(e));
+  const double v = e.toDouble();
+  const bool roots = x.dtype() != lazyx::kFloat16;
+  if (roots && v == 0.5) return x.sqrt();
+  if (roots && v == -0.5) return x.rsqrt();
+  if (roots && v == -1.0) return lazyx::full({}, lazyx::Scalar(1.0), x.dtype()).div(x);
+  if (!roots) return x.pow(to_lz(e));  // float16: eager computes in float32, rounds once
+  if (v == 2.0) return x.mul(x);
+  if (v == 3.0) return x.mul(x).mul(x);
+  if (v == -2.0) return lazyx::full({}, lazyx::Scalar(1.0), x.dtype()).div(x.mul(x));
+  return x.pow(to_lz(e));
+}
+
+namespace {
+
 Tensor pow_ts(const Tensor& a, const c10::Scalar& e) {
   check_int_pow(a, e);
-  return wrap(lz(a).pow(to_lz(e)));
+  return wrap(pow_scalar(lz(a), e));
 }
 Tensor pow_tt(const Tensor& a, const Tensor& e) {
   if (is_cpu_scalar(e)) return wrap(lz(a).pow(cpu_scalar(e)));
@@ -120,7 +141,11 @@ Tensor pow_tt(const Tensor& a, const Tensor& e) {
 Tensor& pow__s(Tensor& a, const c10::Scalar& e) {
   check_int_pow(a, e);
   LT t = lz(a);
-  t.pow_(to_lz(e));
+  if (lazyx::is_floating(t.dtype())) {
+    t.copy_(pow_scalar(t, e));
+  } else {
+    t.pow_(to_lz(e));
+  }
   return a;
 }
 

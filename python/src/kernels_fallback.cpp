@@ -71,33 +71,10 @@ std::vector<Tensor> to_cpu_list(at::TensorList ts) {
 
 TORCH_LIBRARY_IMPL(aten, Lazy, m) { impl(m, "_to_cpu", LZ_FN(to_cpu_list)); }
 
-// Ops whose torch 1.13 schema does not mark every argument they write as written (no `(a!)`):
-// the fallback copies these arguments back too, when the op's `training` argument (if any) is
-// true. One table for every such op, instead of one wrapper per op.
-struct UnderDeclaredWrites {
-  const char* op;
-  std::vector<size_t> written;  // argument indices
-  int when = -1;                // index of a bool argument that must be true, or -1
-};
-
-const UnderDeclaredWrites* under_declared_writes(const c10::OperatorHandle& op) {
-  static const std::vector<UnderDeclaredWrites> table = {
-      {"aten::rrelu_with_noise", {1}, 4},      // noise: the slopes drawn in training
-      {"aten::rrelu_with_noise_", {1}, 4},     // (self is declared)
-  };
-  const std::string& name = op.schema().name();
-  for (const auto& e : table) {
-    if (name == e.op) return &e;
-  }
-  return nullptr;
-}
-
-// torch 1.13's cpu_fallback does not write mutated tensor lists back (the _foreach_* ops of
-// foreach optimizers), nor arguments the schema does not declare written, so those take this
-// path: move every tensor and tensor list to CPU, run the op there, copy written arguments back
+// torch's cpu_fallback does not write mutated tensor lists back (the _foreach_* ops of foreach
+// optimizers), so those take this path: move every tensor and tensor list to CPU, run the op there, copy written arguments back
 // into the device tensors (keeping their identity) and move returned tensors to the device.
-void tensor_list_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack,
-                          const UnderDeclaredWrites* extra = nullptr) {
+void tensor_list_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const auto& args = op.schema().arguments();
   const size_t n = args.size();
   auto first = stack->end() - static_cast<std::ptrdiff_t>(n);
@@ -106,9 +83,6 @@ void tensor_list_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stac
   for (size_t i = 0; i < n; ++i) {
     const c10::AliasInfo* ai = args[i].alias_info();
     written[i] = ai != nullptr && ai->isWrite();
-  }
-  if (extra != nullptr && (extra->when < 0 || orig[extra->when].toBool())) {
-    for (size_t i : extra->written) written[i] = true;
   }
   for (size_t i = 0; i < n; ++i) {
     c10::IValue& v = *(first + static_cast<std::ptrdiff_t>(i));
@@ -304,10 +278,6 @@ void lazyx_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   lazyx::metrics::add_counter(schema.name());
   PyCause cause("CPU fallback " + schema.name() + " needed the value");
   lazyx::ProfileSpan span(schema.name().c_str(), "fallback");
-  if (const UnderDeclaredWrites* extra = under_declared_writes(op)) {
-    tensor_list_fallback(op, stack, extra);
-    return;
-  }
   for (const auto& a : schema.arguments()) {
     if (a.alias_info() != nullptr && a.alias_info()->isWrite() &&
         a.type()->kind() == c10::TypeKind::ListType) {
@@ -351,43 +321,23 @@ void composite_kernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch:
 
 }  // namespace
 
-// torch 1.13 leaves the Lazy key out of CompositeExplicitAutogradNonFunctional kernels (its own
+// torch leaves the Lazy key out of CompositeExplicitAutogradNonFunctional kernels (its own
 // lazy backend functionalizes instead), so ops such as new_empty_strided, select_backward,
 // gelu_ or pixel_shuffle would reach the CPU fallback. Every such op without a lazyx kernel runs
 // its composite, which calls ops lazyx has (called when the module loads, after the static
 // registrations).
 void register_composite_kernels() {
-  static torch::Library* lib = nullptr;
-  if (lib != nullptr) return;
-  lib =
-      new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::Lazy, __FILE__, __LINE__);
-  auto& dispatcher = c10::Dispatcher::singleton();
-  for (const c10::OperatorName& name : dispatcher.getAllOpNames()) {
-    if (name.name.rfind("aten::", 0) != 0) continue;
-    auto op = dispatcher.findOp(name);
-    if (!op || op->hasKernelForDispatchKey(c10::DispatchKey::Lazy) ||
-        !op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional)) {
-      continue;
-    }
-    std::string full =
-        name.name.substr(6) + (name.overload_name.empty() ? "" : "." + name.overload_name);
-    lib->impl(full.c_str(), torch::CppFunction::makeFromBoxedFunction<&composite_kernel>());
-  }
+  register_boxed_for_lazy<&composite_kernel>("aten", [](const c10::OperatorHandle& op) {
+    return op.hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional);
+  });
 }
 
 // Registers foreach_kernel for every aten::_foreach_* op (called when the module loads).
 void register_foreach_kernels() {
-  static torch::Library* lib = nullptr;
-  if (lib != nullptr) return;
-  lib =
-      new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::Lazy, __FILE__, __LINE__);
-  for (const c10::OperatorName& name : c10::Dispatcher::singleton().getAllOpNames()) {
-    if (name.name.rfind("aten::_foreach_", 0) != 0) continue;
-    std::string full =
-        name.name.substr(6) + (name.overload_name.empty() ? "" : "." + name.overload_name);
-    lib->impl(full.c_str(),
-              torch::CppFunction::makeFromBoxedFunction<&guarded_boxed<&foreach_kernel>>());
-  }
+  register_boxed_for_lazy<&guarded_boxed<&foreach_kernel>>(
+      "aten", [](const c10::OperatorHandle& op) {
+        return op.schema().name().rfind("aten::_foreach_", 0) == 0;
+      });
 }
 
 }  // namespace lazyx_bridge

@@ -132,7 +132,7 @@ Tensor& pow_tto(const Tensor& a, const Tensor& e, Tensor& out) {
 Tensor& pow_tso(const Tensor& a, const c10::Scalar& e, Tensor& out) {
   TORCH_CHECK(!(c10::isIntegralType(a.scalar_type(), true) && e.isIntegral(true) && e.toLong() < 0),
               "Integers to negative integer powers are not allowed.");
-  return math_out(out, lz(a).pow(to_lz(e)));
+  return math_out(out, pow_scalar(lz(a), e));
 }
 Tensor& pow_sto(const c10::Scalar& a, const Tensor& e, Tensor& out) {
   return math_out(out, lz(pow_st(a, e)));

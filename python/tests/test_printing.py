@@ -21,7 +21,7 @@ def with_device(cpu_text):
 
 
 def unhooked_str(t):
-    """What torch 1.13 itself prints for t (it formats a CPU copy of a lazy tensor)."""
+    """What torch itself prints for t (it formats a CPU copy of a lazy tensor)."""
     hook = tensor_str._str
     tensor_str._str = lazyx._printing._original_str
     try:
