@@ -356,3 +356,17 @@ def test_lerp_special_values(w, dtype):
     g = torch.Generator().manual_seed(int(w * 8) + 9)
     x, y = torch.randn(4096, generator=g, dtype=dtype), torch.randn(4096, generator=g, dtype=dtype)
     same_values(torch.lerp(x.to(DEV), y.to(DEV), w), torch.lerp(x, y, w))
+
+
+# relu keeps eager's -0 and NaN (only values below zero become 0), fused or alone, in place too.
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_relu_keeps_signed_zero_and_nan(dtype):
+    v = torch.tensor([-0.0, 0.0, float("nan"), -1.0, 2.5, -float("inf"), float("inf")], dtype=dtype)
+    bitwise = lambda d, c: (same_values(d, c),  # noqa: E731
+                            torch.equal(torch.signbit(d.cpu()), torch.signbit(c)) or
+                            pytest.fail(f"signs of zero differ: {d.cpu()} {c}"))
+    bitwise(F.relu(v.to(DEV)), F.relu(v))
+    bitwise(F.relu(v.to(DEV) * 1.0), F.relu(v * 1.0))  # fused with its producer
+    d = v.to(DEV)
+    d.relu_()
+    bitwise(d, v.clone().relu_())

@@ -549,7 +549,8 @@ struct Gen {
           r = b.CreateFDiv(one, b.CreateFAdd(one, math(Math::Exp, b.CreateFNeg(x[0]))));
           break;
         case Op::Relu:
-          r = b.CreateSelect(b.CreateFCmpOLE(x[0], cf(ct, 0.0)), cf(ct, 0.0), x[0]);
+          // Only values below zero become 0: -0 and NaN pass, as in eager's relu.
+          r = b.CreateSelect(b.CreateFCmpOLT(x[0], cf(ct, 0.0)), cf(ct, 0.0), x[0]);
           break;
         case Op::Gelu:
           r = gelu(x[0]);

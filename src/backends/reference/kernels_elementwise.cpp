@@ -321,7 +321,8 @@ void run_elementwise(const backend::Instr& in, const std::vector<const Val*>& ar
           case Op::Rsqrt: r = 1.0 / std::sqrt(x[k]); break;
           case Op::Tanh: r = std::tanh(x[k]); break;
           case Op::Sigmoid: r = 1.0 / (1.0 + std::exp(-x[k])); break;
-          case Op::Relu: r = x[k] > 0 ? x[k] : (std::isnan(x[k]) ? x[k] : 0.0); break;
+          // Eager's relu keeps -0 and NaN: only values below zero become 0.
+          case Op::Relu: r = x[k] < 0 ? 0.0 : x[k]; break;
           case Op::Gelu: r = gelu(x[k]); break;
           case Op::GeluTanh: r = gelu_tanh(x[k]); break;
           case Op::Sin: r = std::sin(x[k]); break;
