@@ -22,6 +22,8 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 
 def child(name, blocks):
     import torch
+    if os.environ.get("LAZYX_PYTHONPATH"):  # a build's package before the installed one
+        sys.path.insert(0, os.environ["LAZYX_PYTHONPATH"])
     sys.path.insert(0, os.path.join(ROOT, "python", "tests"))
     sys.path.insert(0, HERE)
     import lazyx
