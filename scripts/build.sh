@@ -7,10 +7,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build}
-if [ ! -x .venv/bin/python ]; then
-  echo "[build] .venv is missing: run scripts/install_deps.sh first (it makes .venv with torch)" >&2
-  exit 1
-fi
+# One line naming what is missing (a Debian package, the venv), instead of CMake's errors.
+scripts/install_deps.sh --check all
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DLAZYX_BUILD_PYTHON=ON "$@" >/dev/null
 targets=()
 for t in ${LAZYX_BUILD_TARGETS:-}; do targets+=(--target "$t"); done

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what lazyx needs. Idempotent: installs only what is missing.
-#   scripts/install_deps.sh [core|cpu|dist|python|all]   (default: all)
+#   scripts/install_deps.sh [--check] [core|cpu|dist|python|all]   (default: all)
+# --check installs nothing: it names what is missing in one line and exits 1 (scripts/build.sh).
 # Debian's packages come from apt by name. For python (and all), .venv at the repository root is
 # made from the machine's python3 (LAZYX_PYTHON picks another) and gets requirements.txt's pins:
 # torch 2.13.0 and the test and example packages. Every script then uses .venv/bin/python.
@@ -12,6 +13,11 @@ cpu=(llvm-19-dev libzstd-dev libsleef-dev libdnnl-dev libopenblas-dev)
 dist=(libgloo-dev)
 python=()
 
+check=0
+if [ "${1:-}" = --check ]; then
+  check=1
+  shift
+fi
 case "${1:-all}" in
   core) want=("${core[@]}") ;;
   cpu) want=("${core[@]}" "${cpu[@]}") ;;
@@ -41,6 +47,15 @@ missing=()
 for p in "${want[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+if [ "$check" = 1 ]; then
+  [ -x "$venv/bin/python" ] || [ "${1:-all}" = core ] || [ "${1:-all}" = cpu ] ||
+    [ "${1:-all}" = dist ] || missing+=("(the .venv with torch)")
+  if [ ${#missing[@]} -gt 0 ]; then
+    echo "[lazyx] missing: ${missing[*]}; run scripts/install_deps.sh" >&2
+    exit 1
+  fi
+  exit 0
+fi
 if [ ${#missing[@]} -eq 0 ]; then
   echo "[install_deps] all ${#want[@]} Debian packages present"
 else
