@@ -26,6 +26,14 @@ Tensor _unsafe_view(const Tensor& self, c10::SymIntArrayRef size) {
   return r.is_view() ? wrap_view(r, self) : wrap(r);
 }
 Tensor alias(const Tensor& self) { return wrap_view(lz(self).view(lz(self).sizes()), self); }
+// view(dtype): the bytes seen as another dtype. lazyx has no bitcast; refuse at the view itself
+// (torch's composite would make a tensor no later op can use).
+Tensor view_dtype(const Tensor& self, c10::ScalarType dtype) {
+  if (dtype == self.scalar_type()) return wrap_view(lz(self).view(lz(self).sizes()), self);
+  TORCH_CHECK(false, "[view.dtype] viewing a ", self.scalar_type(), " tensor's bytes as ", dtype,
+              " is not supported on the lazyx device; convert the values with .to(", dtype,
+              ") or view a CPU copy (.cpu().view(", dtype, ")).");
+}
 Tensor as_strided_k(const Tensor& self, c10::SymIntArrayRef size, c10::SymIntArrayRef stride,
                     optional<c10::SymInt> offset) {
   int64_t off = offset.has_value() ? offset->expect_int() : self.storage_offset();
@@ -105,6 +113,7 @@ TORCH_LIBRARY_IMPL(aten, Lazy, m) {
   impl(m, "_reshape_alias", LZ_FN(_reshape_alias));
   impl(m, "_unsafe_view", LZ_FN(_unsafe_view));
   impl(m, "alias", LZ_FN(alias));
+  impl(m, "view.dtype", LZ_FN(view_dtype));
   impl(m, "as_strided", LZ_FN(as_strided_k));
   impl(m, "transpose.int", LZ_FN(transpose));
   impl(m, "permute", LZ_FN(permute));

@@ -370,3 +370,14 @@ def test_relu_keeps_signed_zero_and_nan(dtype):
     d = v.to(DEV)
     d.relu_()
     bitwise(d, v.clone().relu_())
+
+
+# view(dtype) reinterprets bytes, which lazyx cannot: refused at the view with a clear error
+# (it once returned a tensor every later op rejected); the same dtype is an alias.
+def test_view_dtype_is_refused_at_the_view_or_aliases():
+    x = torch.arange(4.0).to(DEV)
+    with pytest.raises(RuntimeError, match=r"\[view.dtype\] viewing a Float tensor's bytes as Int"):
+        x.view(torch.int32)
+    y = x.view(torch.float32)
+    y.add_(1)
+    assert torch.equal(x.cpu(), torch.arange(4.0) + 1)
