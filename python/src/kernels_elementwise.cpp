@@ -222,7 +222,11 @@ Tensor lerp_s(const Tensor& s, const Tensor& e, const c10::Scalar& w) {
 }
 Tensor& lerp__s(Tensor& s, const Tensor& e, const c10::Scalar& w) {
   LT a = lz(s);
-  a.copy_(lazyx::lerp(a, lz(e), to_lz(w)));
+  if (std::fabs(w.toDouble()) < 0.5) {
+    a.add_(lz(e).sub(a), to_lz(w));  // a + w (e - a), in place (Adam's moments take this path)
+  } else {
+    a.copy_(lazyx::lerp(a, lz(e), to_lz(w)));  // from `end` back, as eager for |w| >= 0.5
+  }
   return s;
 }
 
