@@ -57,7 +57,7 @@ def _load_engine():
     """Loads liblazyx with RTLD_DEEPBIND before the extension links it: the torch wheel's
     libtorch_cpu exports its own oneDNN internals, Sleef, MKL's cblas and Gloo, and without this
     Debian's libdnnl, libsleef, libopenblas and libgloo that the engine links would bind some of
-    their own symbols to torch's copies (oneDNN's gemm then fails, or math changes bits). Deep
+    their own symbols to torch's copies (oneDNN's sgemm then fails with status 3). Deep
     binding makes the engine and its libraries resolve within their own tree first."""
     here = os.path.dirname(os.path.abspath(__file__))
     for folder, name in _LIBS:

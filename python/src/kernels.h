@@ -17,7 +17,7 @@ namespace lazyx_bridge {
 // Every kernel registration goes through impl(m, name, kernel). A kernel whose C++ signature the
 // installed torch rejects (its schema changed) is recorded instead of aborting the process while
 // the module loads; importing lazyx then raises once, naming every such op (module.cpp). The
-// names registered are kept for the registration audit (python/tools/audit_registrations.py).
+// names registered are kept for the registration audit (python/tests/test_registrations.py).
 void note_registration(const char* name, const std::string& error);
 template <class F>
 void impl(torch::Library& m, const char* name, F&& f) {

@@ -120,11 +120,11 @@ LT pow_scalar(const LT& x, const c10::Scalar& e) {
   const bool roots = x.dtype() != lazyx::kFloat16;
   if (roots && v == 0.5) return x.sqrt();
   if (roots && v == -0.5) return x.rsqrt();
-  if (roots && v == -1.0) return lazyx::full({}, lazyx::Scalar(1.0), x.dtype()).div(x);
+  if (roots && v == -1.0) return lazyx::Scalar(1.0) / x;  // as reciprocal
   if (!roots) return x.pow(to_lz(e));  // float16: eager computes in float32, rounds once
   if (v == 2.0) return x.mul(x);
   if (v == 3.0) return x.mul(x).mul(x);
-  if (v == -2.0) return lazyx::full({}, lazyx::Scalar(1.0), x.dtype()).div(x.mul(x));
+  if (v == -2.0) return lazyx::Scalar(1.0) / x.mul(x);
   return x.pow(to_lz(e));
 }
 
@@ -222,11 +222,7 @@ Tensor lerp_s(const Tensor& s, const Tensor& e, const c10::Scalar& w) {
 }
 Tensor& lerp__s(Tensor& s, const Tensor& e, const c10::Scalar& w) {
   LT a = lz(s);
-  if (std::fabs(w.toDouble()) < 0.5) {
-    a.add_(lz(e).sub(a), to_lz(w));  // a + w (e - a), in place (Adam's moments take this path)
-  } else {
-    a.copy_(lazyx::lerp(a, lz(e), to_lz(w)));  // from `end` back, as eager for |w| >= 0.5
-  }
+  a.copy_(lazyx::lerp(a, lz(e), to_lz(w)));
   return s;
 }
 

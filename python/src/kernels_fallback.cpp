@@ -72,8 +72,8 @@ std::vector<Tensor> to_cpu_list(at::TensorList ts) {
 TORCH_LIBRARY_IMPL(aten, Lazy, m) { impl(m, "_to_cpu", LZ_FN(to_cpu_list)); }
 
 // torch's cpu_fallback does not write mutated tensor lists back (the _foreach_* ops of foreach
-// optimizers), so those take this path: move every tensor and tensor list to CPU, run the op there, copy written arguments back
-// into the device tensors (keeping their identity) and move returned tensors to the device.
+// optimizers), so those take this path: move every tensor and tensor list to CPU, run the op
+// there, copy written arguments back into the device tensors (keeping their identity) and move returned tensors to the device.
 void tensor_list_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const auto& args = op.schema().arguments();
   const size_t n = args.size();
